@@ -1,0 +1,3 @@
+"""arc_jax: certify and train LSTM-family classifiers robust to programmable string perturbations."""
+
+from arc_jax.perturbation import Plan, PlanBuilder, Space, SpecError, Transformation, custom, parse_space
