@@ -212,7 +212,8 @@ def parse_space(
   def expect(kind, value=None):
     k, v, p = tokens[cursor[0]]
     if k != kind or (value is not None and v != value):
-      wanted = repr(value) if value else {"name": "a transformation name", "int": "an integer"}[kind]
+      wanted = repr(value) if value else {"name": "a transformation name", "int": "an integer",
+                                        "end": "the end of the string"}[kind]
       found = "the end of the string" if k == "end" else repr(v)
       raise SpecError(f"Expected {wanted} at position {p} in {spec!r}, found {found}.")
     cursor[0] += 1
