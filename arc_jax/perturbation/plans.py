@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from arc_jax.padding import reverse_padded
 from arc_jax.perturbation.spaces import Space
 
 LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
@@ -163,8 +164,7 @@ def reverse_plan(plan: Plan, space: Space) -> Plan:
   lengths = jnp.asarray(plan.lengths)[:, None]
   positions = jnp.arange(n_pad)[None, :]
   real = positions < lengths
-  src = jnp.clip(lengths - 1 - positions, 0, n_pad - 1)
-  token_ids = jnp.where(real, jnp.take_along_axis(jnp.asarray(plan.token_ids), src, axis=1), 0)
+  token_ids = reverse_padded(plan.token_ids, plan.lengths)
   out = []
   for t, tp in zip(space.transformations, plan.transformations):
     end = lengths - 2 - positions + t.s
