@@ -23,7 +23,7 @@ ALPHABET = tuple(sorted({w for c in CHUNKS for w in c.split()}))
 
 
 def sentences(max_len=6):
-  """Non-empty token tuples of at most max_len tokens made of CHUNKS (empty ones: explicit tests)."""
+  """Non-empty token tuples of ≤ max_len tokens made of CHUNKS (empty ones: explicit tests)."""
   chunk = st.one_of(st.sampled_from(PHRASES), st.sampled_from(WORDS))
   chunks = st.lists(chunk, min_size=1, max_size=max_len)
   return chunks.map(lambda cs: tuple(" ".join(cs).split())[:max_len])

@@ -1,5 +1,6 @@
 """Certification plans: array layout, match and replacement sets against an independent
-computation, length buckets, errors, and reverse_plan against building the reversed plan (issue 2)."""
+computation, length buckets, errors, and reverse_plan against building the reversed plan
+(issue 2)."""
 
 import functools
 
@@ -9,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arc_jax.perturbation import LENGTH_BUCKETS, PlanBuilder, bucket, custom, parse_space, reverse_plan
+from arc_jax.perturbation import (
+    LENGTH_BUCKETS, PlanBuilder, bucket, custom, parse_space, reverse_plan)
 from conftest import ALPHABET, REF_SIZES, lexicons, ref_replacements, sentences
 
 CUSTOM = {

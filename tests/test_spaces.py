@@ -167,7 +167,7 @@ def test_empty_string_and_empty_space():
 
 
 def test_count_closed_form_50_tokens_ins_sub():
-  """n = 50, [(Sub,5),(Ins,5)], every token with r synonyms: Σ_{a,b≤5} C(n,a)·C(n−a,b)·r^a."""
+  """n = 50, [(Sub,5),(Ins,5)], r synonyms per token: Σ_{a,b≤5} C(n,a)·C(n−a,b)·r^a."""
   n, r = 50, 3
   words = [f"w{i}" for i in range(n)]
   synonyms = {w: [f"{w}_{j}" for j in range(r)] for w in words}
@@ -192,9 +192,9 @@ def test_count_closed_form_50_tokens_swap_sub():
   start = time.perf_counter()
   got = space.count(words)
   print(f"count, n=50, [(Swap,5),(Sub,5)]: {time.perf_counter() - start:.4f} s")
-  want = sum(
-      math.factorial(n - a) // (math.factorial(a) * math.factorial(b) * math.factorial(n - 2 * a - b))
-      * r ** b for a in range(6) for b in range(6))
+  fact = math.factorial
+  want = sum(fact(n - a) // (fact(a) * fact(b) * fact(n - 2 * a - b)) * r ** b
+             for a in range(6) for b in range(6))
   assert got == want
 
 
@@ -221,7 +221,7 @@ def test_reversed_space(tokens, synonyms, names, deltas):
        names=st.lists(st.sampled_from(ALL_NAMES), min_size=1, max_size=3, unique=True),
        deltas=st.lists(st.integers(1, 2), min_size=3, max_size=3))
 def test_restricted_space(tokens, synonyms, data, names, deltas):
-  """S|V(x) = S(x) ∩ V* for x ∈ V*; its windows and count drop exactly the out-of-V replacements."""
+  """S|V(x) = S(x) ∩ V* for x ∈ V*; windows and count drop exactly the out-of-V replacements."""
   all_words = sorted(set(tokens) | {w for ws in synonyms.values() for w in ws} | {"the", "a"})
   vocab = set(tokens) | set(data.draw(st.lists(st.sampled_from(all_words), max_size=8)))
   names_deltas = list(zip(names, deltas))
@@ -339,6 +339,13 @@ def test_parser_syntax_error_position(spec, pos):
   """Malformed specs raise SpecError and report the offending position."""
   with pytest.raises(SpecError, match=rf"position {pos}\b"):
     parse_space(spec, synonyms={})
+
+
+def test_parser_custom_overrides_standard_name():
+  """A custom transformation registered under a standard name replaces the standard one."""
+  mine = custom("Del", 1, 0, match=lambda w: w[0] == "movie", replace=lambda w: [()])
+  space = parse_space("[(Del,1)]", custom={"Del": mine})
+  assert set(space.enumerate(("the", "movie"))) == {("the", "movie"), ("the",)}
 
 
 def test_parser_duplicate_name():

@@ -51,6 +51,7 @@ def test_review_transformations_examples():
   assert t3.replacements(("one", "of", "the", "most")) == (("the", "most"),)
   assert t3.replacements(("one", "of", "the", "best")) == (("the", "best"),)
   assert t3.replacements(("one", "of", "the", "interest")) == (("the", "interest"),)  # as original
+  assert t3.replacements(("one", "of", "the", "estimate")) == ()  # "est" must be the suffix
   assert t3.replacements(("one", "of", "a", "best")) == ()
   assert t3.replacements(("one", "of", "the", "good")) == ()
   assert t4.replacements(("!",)) == (("!", "!"),) and t4.replacements(("?",)) == (("?", "?"),)
@@ -60,7 +61,7 @@ def test_review_transformations_examples():
 
 
 def test_sub_candidates():
-  """Sub drops self-synonyms and duplicates and keeps the lexicon's order; no candidate, no match."""
+  """Sub drops self-synonyms and duplicates, keeps the lexicon's order; no candidate, no match."""
   sub = standard_transformation("Sub", synonyms={"good": ["fine", "good", "great", "fine"],
                                                   "same": ["same"], "none": []})
   assert sub.replacements(("good",)) == (("fine",), ("great",))
