@@ -27,8 +27,9 @@ _SOURCES = {
                 "synonym pairs of nmrksic/counter-fitting, see shared/data/PROVENANCE.md §3",
     "imdb": "aclImdb v1 as JSON lines and the split files of ForeverZyh/certified_lstms "
             "data/splits/, see shared/data/PROVENANCE.md §4",
-    "embeddings": "300-d vectors in GloVe's text format (GloVe from nlp.stanford.edu/projects/glove, "
-                  "or the w2v-movies stand-in), see shared/data/PROVENANCE.md §5",
+    "embeddings": "300-d vectors in GloVe's text format (GloVe from "
+                  "nlp.stanford.edu/projects/glove, or the w2v-movies stand-in), see "
+                  "shared/data/PROVENANCE.md §5",
     "stopwords.txt": "the 5 stop words of ARC's Del, see shared/data/PROVENANCE.md §6",
 }
 

@@ -28,7 +28,9 @@ def whitespace_tokens(text: str) -> tuple[str, ...]:
   return tuple(normalize_ptb(text.lower()).split())
 
 
-XX
+# Splits off the sentence-final period (not one after another period). It starts with the literal
+# period so the regex engine skips ahead quickly; the look-behind checks the character before it.
+_FINAL_PERIOD = (r"\.(?<=[^.\n]\.)([\])}>\"']*)[ \t]*$", r" .\1 ")
 
 
 def _rules(*pairs: tuple[str, str]) -> tuple[tuple[re.Pattern, str], ...]:
@@ -68,8 +70,8 @@ _CONTRACTION_HINTS = ("cannot", "d'ye", "gimme", "gonna", "gotta", "lemme", "mor
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def _treebank_lines(lines: list[str]) -> list[str]:
-  """Treebank tokens of sentences that contain no line breaks, as one flat list."""
+def _treebank_lines(lines: list[str]) -> str:
+  """Treebank tokens of sentences that contain no line breaks, separated by white space."""
   text = "\n".join(lines)
   for rules in (_STARTING_QUOTES, _PUNCTUATION):
     for pattern, replacement in rules:
@@ -81,7 +83,7 @@ def _treebank_lines(lines: list[str]) -> list[str]:
   if any(hint in lowered for hint in _CONTRACTION_HINTS):
     for pattern in _CONTRACTIONS:
       text = pattern.sub(r" \1 \2 ", text)
-  return text.split()
+  return text
 
 
 def treebank_tokenize(sentence: str) -> list[str]:
@@ -90,7 +92,7 @@ def treebank_tokenize(sentence: str) -> list[str]:
   Example: ``"They'll save $3.88, won't they?"`` →
   ``["They", "'ll", "save", "$", "3.88", ",", "wo", "n't", "they", "?"]``.
   """
-  return _treebank_lines([" ".join(sentence.split())])
+  return _treebank_lines([" ".join(sentence.split())]).split()
 
 
 def split_sentences(text: str) -> list[str]:
@@ -107,4 +109,4 @@ _HTML_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 def review_tokens(text: str) -> tuple[str, ...]:
   """Tokens of an IMDB review: ``<br />`` removed, sentences split, Treebank tokens, lower-cased."""
   sentences = split_sentences(_HTML_BREAK.sub(" ", text))
-  return tuple(tok.lower() for tok in _treebank_lines(sentences))
+  return tuple(_treebank_lines(sentences).lower().split())
