@@ -75,6 +75,24 @@ def batch_order(lengths: Sequence[int], batch_size: int, *, seed: int = 0, epoch
   return [batches[i] for i in rng.permutation(len(batches))]
 
 
+def _token_ids(rows: Sequence[Sequence[str]], indices: Sequence[int], vocab: Mapping[str, int],
+               batch_size: int, length_buckets: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+  """(int32 (B, N) ids, int32 (B,) lengths) of ``rows``, zero-padded to B rows and a bucket N."""
+  if len(rows) > batch_size:
+    raise ValueError(f"{len(rows)} sentences do not fit in a batch of {batch_size}.")
+  width = bucket(max([len(r) for r in rows] + [1]), length_buckets)
+  token_ids = np.zeros((batch_size, width), np.int32)
+  lengths = np.zeros((batch_size,), np.int32)
+  for b, row in enumerate(rows):
+    try:
+      token_ids[b, :len(row)] = [vocab[w] for w in row]
+    except KeyError as e:
+      raise KeyError(f"{e.args[0]!r} (sentence {indices[b]}) is not in the vocabulary: drop "
+                     "out-of-vocabulary tokens first (arc_jax.data.drop_oov).") from None
+    lengths[b] = len(row)
+  return token_ids, lengths
+
+
 def make_batch(sentences: Sequence[Sequence[str]], labels: Sequence[int], indices: Sequence[int],
                vocab: Mapping[str, int], batch_size: int, *,
                plan_builder: PlanBuilder | None = None,
@@ -84,31 +102,19 @@ def make_batch(sentences: Sequence[Sequence[str]], labels: Sequence[int], indice
   Every token must be in ``vocab`` (drop out-of-vocabulary tokens first, see ``drop_oov``).
   """
   rows = [sentences[i] for i in indices]
-  if plan_builder is not None:
+  if plan_builder is None:
+    plan = None
+    token_ids, lengths = _token_ids(rows, indices, vocab, batch_size, length_buckets)
+  else:
     plan = plan_builder.build(rows, batch_size=batch_size)
     token_ids, lengths = plan.token_ids, plan.lengths
-  else:
-    plan = None
-    if len(rows) > batch_size:
-      raise ValueError(f"{len(rows)} sentences do not fit in a batch of {batch_size}.")
-    width = bucket(max([len(r) for r in rows] + [1]), length_buckets)
-    token_ids = np.zeros((batch_size, width), np.int32)
-    lengths = np.zeros((batch_size,), np.int32)
-    for b, row in enumerate(rows):
-      try:
-        token_ids[b, :len(row)] = [vocab[w] for w in row]
-      except KeyError as e:
-        raise KeyError(f"{e.args[0]!r} (sentence {indices[b]}) is not in the vocabulary: drop "
-                       "out-of-vocabulary tokens first (arc_jax.data.drop_oov).") from None
-      lengths[b] = len(row)
-  real = len(rows)
-  padded = lambda values, fill, dtype: np.array(list(values) + [fill] * (batch_size - real), dtype)
+  padding = batch_size - len(rows)
   return Batch(
       token_ids=token_ids,
       lengths=lengths,
-      labels=padded((labels[i] for i in indices), 0, np.int32),
-      weights=padded([1.0] * real, 0.0, np.float32),
-      indices=padded(indices, -1, np.int32),
+      labels=np.array([labels[i] for i in indices] + [0] * padding, np.int32),
+      weights=np.array([1.0] * len(rows) + [0.0] * padding, np.float32),
+      indices=np.array(list(indices) + [-1] * padding, np.int32),
       plan=plan,
   )
 
