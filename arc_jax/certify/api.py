@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, Mapping, Sequence
 
 import chex
@@ -16,7 +17,7 @@ from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.nn import cells
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.perturbation.plans import Plan, PlanBuilder
-from arc_jax.perturbation.spaces import Space
+from arc_jax.perturbation.spaces import Signature, Space
 
 
 @jax.tree_util.register_dataclass
@@ -57,14 +58,14 @@ def _margin_lower_bounds(out: cells.Dense, hidden: iv.Interval, labels: jax.Arra
   return (centre - spread).at[jnp.arange(labels.shape[0]), labels].set(0.0)
 
 
-def certify_model(model: LSTMClassifier, space: Space, plan: Plan, labels: jax.Array,
+def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, labels: jax.Array,
                   eps: jax.Array | float = 1.0, dropout_key: jax.Array | None = None
                   ) -> Certificate:
   """Certifies a batch (see :class:`Certificate`); differentiable in the model parameters.
 
   Args:
     model: the classifier.
-    space: the perturbation space the plan was built for.
+    space: the perturbation space the plan was built for (or its signature).
     plan: the batch (B, N) lowered by :class:`~arc_jax.perturbation.PlanBuilder`.
     labels: int (B,).
     eps: hull scale in [0, 1] (1 = the full space; smaller values are the training curriculum).
@@ -73,7 +74,7 @@ def certify_model(model: LSTMClassifier, space: Space, plan: Plan, labels: jax.A
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, jnp.float32)
-  box, clean = certified_features(model, space, plan, eps)
+  box, clean = certified_features(model, space.signature, plan, eps)
   hidden = model.head_activations(box, dropout_key)
   hidden_clean = model.head_activations(clean, dropout_key)
   logits = model.head_out(hidden)
@@ -83,17 +84,25 @@ def certify_model(model: LSTMClassifier, space: Space, plan: Plan, labels: jax.A
   return Certificate(logits, model.head_out(hidden_clean), margins, certified)
 
 
-def make_certify_fn(graphdef: nnx.GraphDef, space: Space) -> Callable[..., Certificate]:
+def _certify_state(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None):
+  states = state if isinstance(state, tuple) else (state,)
+  return certify_model(nnx.merge(graphdef, *states), signature, plan, labels, eps, dropout_key)
+
+
+certify_jit = jax.jit(_certify_state, static_argnums=(0, 1))
+"""``certify_jit(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None)``: the
+jitted certify_fn, cached across calls by (graphdef, space signature, array shapes)."""
+
+
+def make_certify_fn(graphdef: nnx.GraphDef, space: Space | Signature) -> Callable[..., Certificate]:
   """A pure ``certify_fn(state, plan, labels, eps=1.0, dropout_key=None) -> Certificate``.
 
-  ``graphdef, state = nnx.split(model)`` once; the returned function depends only on its
-  arguments, so it can be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad`` (w.r.t. state).
+  ``graphdef, state = nnx.split(model)`` once (or ``graphdef, params, rest =
+  nnx.split(model, nnx.Param, ...)`` and pass ``state=(params, rest)`` to differentiate with
+  respect to the parameters only). The returned function depends only on its arguments, so it can
+  be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
   """
-
-  def certify_fn(state, plan, labels, eps=1.0, dropout_key=None):
-    return certify_model(nnx.merge(graphdef, state), space, plan, labels, eps, dropout_key)
-
-  return certify_fn
+  return functools.partial(_certify_state, graphdef, space.signature)
 
 
 def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
@@ -110,7 +119,6 @@ def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[st
   space = space.restricted_to(vocab)
   builder = PlanBuilder(space, vocab)
   graphdef, state = nnx.split(model)
-  certify_fn = jax.jit(make_certify_fn(graphdef, space))
   order = np.argsort([len(s) for s in sentences], kind="stable")
   labels = np.asarray(labels, np.int32)
   parts = []
@@ -119,7 +127,7 @@ def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[st
     plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
     y = np.zeros((batch_size,), np.int32)
     y[:len(idx)] = labels[idx]
-    cert = certify_fn(state, plan, y, eps)
+    cert = certify_jit(graphdef, space.signature, state, plan, y, eps)
     parts.append(jax.tree.map(lambda a: np.asarray(a)[:len(idx)], cert))
   merged = jax.tree.map(lambda *a: np.concatenate(a), *parts)
   inverse = np.argsort(order)

@@ -35,7 +35,7 @@ from arc_jax import interval as iv
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.perturbation.plans import Plan, reverse_plan
-from arc_jax.perturbation.spaces import Space
+from arc_jax.perturbation.spaces import Signature
 
 
 def _anchor_offsets(s: int, t: int) -> list[int]:
@@ -46,8 +46,8 @@ def _anchor_offsets(s: int, t: int) -> list[int]:
   return [min(max(l + s - t, 0), s - 1) for l in range(t)]
 
 
-def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, space: Space,
-                      eps: jax.Array) -> list[iv.Interval]:
+def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Signature,
+                      eps: jax.Array) -> list[iv.Interval | None]:
   """Input-gate boxes of every replacement place: per k an Interval (B, N, t_k, 4H).
 
   The hull is taken over the projected embeddings (pre-ReLU) of the words that can stand at each
@@ -56,13 +56,13 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, space: 
   """
   n_pad = plan.token_ids.shape[1]
   out = []
-  for t, tp in zip(space.transformations, plan.transformations):
-    if t.t == 0:
+  for s, t, tp in zip(sig.s, sig.t, plan.transformations):
+    if t == 0:
       out.append(None)
       continue
     candidates = model.projection.pre_activation(model.embed(tp.replacement_ids))
-    offsets = jnp.asarray(_anchor_offsets(t.s, t.t))
-    anchor_pos = jnp.clip(jnp.arange(n_pad)[:, None] - t.s + 1 + offsets[None, :], 0, n_pad - 1)
+    offsets = jnp.asarray(_anchor_offsets(s, t))
+    anchor_pos = jnp.clip(jnp.arange(n_pad)[:, None] - s + 1 + offsets[None, :], 0, n_pad - 1)
     anchor = model.projection.pre_activation(model.embed(plan.token_ids[:, anchor_pos]))
     box = iv.hull(candidates, tp.replacement_mask, axis=3, empty=anchor)
     box = iv.shrink_towards(box, anchor, eps)
@@ -75,21 +75,21 @@ def _grid_broadcast(x: jax.Array, grid_rank: int) -> jax.Array:
   return x.reshape(x.shape[:1] + (1,) * grid_rank + x.shape[1:])
 
 
-def _shift_in(x: jax.Array, axis: int) -> jax.Array:
-  """Moves slots c − e_k to c along ``axis``: drops the last slot and pads one in front."""
+def _pad_front(x: jax.Array, axis: int) -> jax.Array:
+  """Prepends one zero slot along ``axis``: results computed from slots c − e_k land in c."""
   pad = [(0, 0)] * x.ndim
   pad[axis] = (1, 0)
-  return jnp.pad(jax.lax.slice_in_dim(x, 0, x.shape[axis] - 1, axis=axis), pad)
+  return jnp.pad(x, pad)
 
 
-def memoizing_scan(cell: LSTMCell, space: Space, point_gates: jax.Array,
+def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
                    repl_gates: list[iv.Interval | None], matches: list[jax.Array],
                    lengths: jax.Array, track_sums: bool):
   """Runs the DP over all positions for one direction.
 
   Args:
     cell: the LSTM cell.
-    space: gives s_k, t_k, δ_k (static).
+    sig: s_k, t_k, δ_k of the space (static).
     point_gates: (B, N, 4H) input gates of the original tokens.
     repl_gates: per k, Interval (B, N, t_k, 4H) or None for t_k = 0.
     matches: per k, bool (B, N): φ_k holds for the window ending at j.
@@ -102,9 +102,9 @@ def memoizing_scan(cell: LSTMCell, space: Space, point_gates: jax.Array,
     (B, δ_1+1, …, δ_m+1, H), its validity (B, δ_1+1, …), and the sums box (or None).
   """
   batch, n_pad, _ = point_gates.shape
-  dims = tuple(d + 1 for d in space.budgets)
+  dims = sig.grid
   rank = len(dims)
-  window = max([t.s for t in space.transformations], default=1)
+  window = max(sig.s, default=1)
   hidden = cell.hidden
   zeros = jnp.zeros((window, batch) + dims + (hidden,), point_gates.dtype)
   valid0 = jnp.zeros((window, batch) + dims, bool).at[(0, slice(None)) + (0,) * rank].set(True)
@@ -119,27 +119,34 @@ def memoizing_scan(cell: LSTMCell, space: Space, point_gates: jax.Array,
   def body(carry, x):
     (hs, cs), valid, sums = carry
     gates, real, match_j, repl_j = x
-    state = cell.step((hs[0], cs[0]), _grid_broadcast(gates, rank))
-    ok = valid[0]
-    total = iv.add(sums[0], state[0]) if track_sums else None
-    for k, t in enumerate(space.transformations):
-      if space.budgets[k] == 0:
+    # Branch "keep x_j", then one branch per transformation: the source grid (for T_k the slots
+    # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity and the
+    # input-gate boxes of the steps to feed.
+    branches = [((hs[0], cs[0]), valid[0], sums[0] if track_sums else None,
+                 [iv.point(gates)], None)]
+    for k, (s, t) in enumerate(zip(sig.s, sig.t)):
+      if sig.budgets[k] == 0:
         continue
-      axis = 1 + k
-      src = (hs[t.s - 1], cs[t.s - 1])
-      cand_ok = valid[t.s - 1] & _grid_broadcast(match_j[k], rank)
-      cand_sum = sums[t.s - 1] if track_sums else None
-      for l in range(t.t):
-        src = cell.step(src, _grid_broadcast(repl_j[k][:, l], rank))
-        cand_sum = iv.add(cand_sum, src[0]) if track_sums else None
-      shift = lambda a: _shift_in(a, axis)
-      src = jax.tree.map(shift, src)
-      cand_ok = shift(cand_ok)
-      h_new, _ = iv.masked_join(state[0], ok, src[0], cand_ok)
-      c_new, _ = iv.masked_join(state[1], ok, src[1], cand_ok)
+      head = lambda a: jax.lax.slice_in_dim(a, 0, a.shape[1 + k] - 1, axis=1 + k)
+      src = jax.tree.map(head, (hs[s - 1], cs[s - 1]))
+      ok = head(valid[s - 1]) & _grid_broadcast(match_j[k], rank)
+      total = jax.tree.map(head, sums[s - 1]) if track_sums else None
+      branches.append((src, ok, total, [repl_j[k][:, l] for l in range(t)], 1 + k))
+    outputs = _run_steps(cell, [(src, total, steps) for src, _, total, steps, _ in branches],
+                         track_sums)
+    state, ok, total = None, None, None
+    for (_, b_ok, _, _, axis), (b_state, b_total) in zip(branches, outputs):
+      if axis is not None:  # T_k's results land in slots c (c_k ≥ 1)
+        shift = lambda a: _pad_front(a, axis)
+        b_state, b_ok, b_total = jax.tree.map(shift, (b_state, b_ok, b_total))
+      if state is None:
+        state, ok, total = b_state, b_ok, b_total
+        continue
+      h, _ = iv.masked_join(state[0], ok, b_state[0], b_ok)
+      c, _ = iv.masked_join(state[1], ok, b_state[1], b_ok)
       if track_sums:
-        total, _ = iv.masked_join(total, ok, jax.tree.map(shift, cand_sum), cand_ok)
-      state, ok = (h_new, c_new), ok | cand_ok
+        total, _ = iv.masked_join(total, ok, b_total, b_ok)
+      state, ok = (h, c), ok | b_ok
     keep = _grid_broadcast(real, rank)
     state = tuple(iv.where(keep[..., None], a, b) for a, b in zip(state, (hs[0], cs[0])))
     ok = jnp.where(keep, ok, valid[0])
@@ -152,6 +159,39 @@ def memoizing_scan(cell: LSTMCell, space: Space, point_gates: jax.Array,
 
   ((hs, cs), valid, sums), _ = jax.lax.scan(body, carry0, xs)
   return (hs[0], cs[0]), valid[0], (sums[0] if track_sums else None)
+
+
+def _run_steps(cell: LSTMCell, branches, track_sums: bool):
+  """Feeds each branch's input boxes to its source states, batching branches per step.
+
+  Args:
+    branches: list of ((h, c), sums, steps): grid-shaped Interval states (B, *g, H) (each
+      branch its own grid g), their running sums (or None) and the list of gate boxes (B, 4H)
+      to feed in order (empty for a deletion).
+
+  Returns:
+    list of ((h, c), sums) per branch after all its steps. At step l one cell call runs on the
+    concatenated slots of every branch with more than l steps, instead of one call per branch.
+  """
+  out = [(state, total) for state, total, _ in branches]
+  for l in range(max(len(steps) for *_, steps in branches)):
+    live = [i for i, (*_, steps) in enumerate(branches) if len(steps) > l]
+    shapes = [out[i][0][0].shape for i in live]
+    rows = [int(np.prod(shape[1:-1])) for shape in shapes]
+    flat = lambda a, r: a.reshape(a.shape[0], r, a.shape[-1])
+    cat = lambda parts: jax.tree.map(lambda *a: jnp.concatenate(a, axis=1), *parts)
+    h = cat([flat(out[i][0][0], r) for i, r in zip(live, rows)])
+    c = cat([flat(out[i][0][1], r) for i, r in zip(live, rows)])
+    gates = cat([jax.tree.map(lambda a: jnp.broadcast_to(a[:, None], (a.shape[0], r, a.shape[-1])),
+                              branches[i][2][l]) for i, r in zip(live, rows)])
+    h, c = cell.step((h, c), gates)
+    offsets = np.cumsum([0] + rows)
+    for i, shape, a, b in zip(live, shapes, offsets[:-1], offsets[1:]):
+      part = lambda x: x[:, a:b].reshape(shape)
+      new_h, new_c = jax.tree.map(part, h), jax.tree.map(part, c)
+      total = iv.add(out[i][1], new_h) if track_sums else None
+      out[i] = ((new_h, new_c), total)
+  return out
 
 
 def _join_slots(box: iv.Interval, valid: jax.Array) -> iv.Interval:
@@ -167,32 +207,31 @@ def _origin(x: jax.Array, rank: int) -> jax.Array:
   return x[(slice(None),) + (0,) * rank]
 
 
-def _slot_lengths(space: Space, lengths: jax.Array) -> jax.Array:
+def _slot_lengths(sig: Signature, lengths: jax.Array) -> jax.Array:
   """Output length of every slot, n + Σ_k c_k (t_k − s_k), at least 1: (B, *dims)."""
-  growth = space.decomposition() @ np.asarray([t.t - t.s for t in space.transformations], np.int32)
-  grid = jnp.asarray(growth.reshape(tuple(d + 1 for d in space.budgets)))
+  growth = sig.decomposition() @ (np.asarray(sig.t, np.int32) - np.asarray(sig.s, np.int32))
+  grid = jnp.asarray(growth.reshape(sig.grid))
   return jnp.maximum(lengths.reshape((-1,) + (1,) * grid.ndim) + grid[None], 1)
 
 
-def certified_features(model: LSTMClassifier, space: Space, plan: Plan, eps: jax.Array
+def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array
                        ) -> tuple[iv.Interval, jax.Array]:
   """Boxes of the pooled features over S(x), and the features of x itself.
 
   Returns:
     (box, clean): Interval (B, H_in) and array (B, H_in), H_in = hidden · (2 if bidirectional).
   """
-  directions = [(model.forward_cell, plan, space)]
-  if model.bidirectional:
-    directions.append((model.backward_cell, reverse_plan(plan, space), space.reversed()))
-  rank = len(space.budgets)
+  sig = sig.signature
+  plans = [plan] + ([reverse_plan(plan, sig)] if model.bidirectional else [])
+  rank = len(sig.budgets)
   boxes, cleans = [], []
-  for cell, p, s in directions:
+  for cell, p in zip(model.cells, plans):
     z = model.projection(model.embed(p.token_ids))
     (h, _), valid, sums = memoizing_scan(
-        cell, s, cell.input_gates(z), replacement_gates(model, cell, p, s, eps),
+        cell, sig, cell.input_gates(z), replacement_gates(model, cell, p, sig, eps),
         [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean")
     if model.pooling == "mean":
-      h = iv.scale(sums, 1.0 / _slot_lengths(s, p.lengths)[..., None].astype(z.dtype))
+      h = iv.scale(sums, 1.0 / _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
     boxes.append(_join_slots(h, valid))
     cleans.append(_origin(h.lo, rank))
   box = iv.Interval(jnp.concatenate([b.lo for b in boxes], -1),

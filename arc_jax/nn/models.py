@@ -9,6 +9,8 @@ The concrete forward pass lives here; the certified (interval) forward pass is t
 
 from __future__ import annotations
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -115,3 +117,10 @@ class LSTMClassifier(nnx.Module):
                dropout_key: jax.Array | None = None) -> jax.Array:
     """Logits (B, K) of padded sentences ``token_ids`` (B, N) with ``lengths`` (B,)."""
     return self.head(self.features(token_ids, lengths), dropout_key)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def predict(graphdef: nnx.GraphDef, state: nnx.State, token_ids: jax.Array, lengths: jax.Array
+            ) -> jax.Array:
+  """Jitted evaluation-mode logits (B, K) of ``nnx.merge(graphdef, state)``."""
+  return nnx.merge(graphdef, state)(token_ids, lengths)

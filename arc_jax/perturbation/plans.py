@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from arc_jax.padding import reverse_padded
-from arc_jax.perturbation.spaces import Space
+from arc_jax.perturbation.spaces import Signature, Space
 
 LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 
@@ -85,13 +85,17 @@ class PlanBuilder:
       replacement can produce must be in it: restrict the space with
       ``space.restricted_to(vocab)`` first.
     length_buckets: allowed padded lengths N.
+    min_replacement_slots: lower bound on every R_k. Setting it to the largest R_k a dataset
+      needs (e.g. 8 for the counter-fitted neighbours) keeps one shape per length bucket, so the
+      jitted DP compiles once per bucket instead of once per (bucket, R) pair.
   """
 
   def __init__(self, space: Space, vocab: Mapping[str, int],
-               length_buckets: Sequence[int] = LENGTH_BUCKETS):
+               length_buckets: Sequence[int] = LENGTH_BUCKETS, min_replacement_slots: int = 1):
     self.space = space
     self.vocab = vocab
     self.length_buckets = tuple(length_buckets)
+    self.min_replacement_slots = min_replacement_slots
     self._cache = [dict() for _ in space.transformations]
 
   def _id(self, word: str) -> int:
@@ -140,7 +144,8 @@ class PlanBuilder:
           ok, ids = self._replacement_ids(k, sent[start:start + t.s])
           if ok:
             hits.append((b, start + t.s - 1, ids))
-      r = _pow2_at_least(max([len(p) for *_, ids in hits for p in ids], default=1))
+      r = _pow2_at_least(max([len(p) for *_, ids in hits for p in ids]
+                             + [self.min_replacement_slots]))
       match = np.zeros((rows, n), bool)
       repl_ids = np.zeros((rows, n, t.t, r), np.int32)
       repl_mask = np.zeros((rows, n, t.t, r), bool)
@@ -153,7 +158,7 @@ class PlanBuilder:
     return Plan(token_ids, lengths, tuple(plans))
 
 
-def reverse_plan(plan: Plan, space: Space) -> Plan:
+def reverse_plan(plan: Plan, space: Space | Signature) -> Plan:
   """The plan of the reversed sentences under ``space.reversed()``, computed from ``plan``.
 
   Pure jnp (usable inside jit). Position j' of a reversed sentence of length n is position
@@ -166,9 +171,9 @@ def reverse_plan(plan: Plan, space: Space) -> Plan:
   real = positions < lengths
   token_ids = reverse_padded(plan.token_ids, plan.lengths)
   out = []
-  for t, tp in zip(space.transformations, plan.transformations):
-    end = lengths - 2 - positions + t.s
-    ok = real & (positions >= t.s - 1)
+  for s, tp in zip(space.signature.s, plan.transformations):
+    end = lengths - 2 - positions + s
+    ok = real & (positions >= s - 1)
     end = jnp.clip(end, 0, n_pad - 1)
     match = ok & jnp.take_along_axis(jnp.asarray(tp.match), end, axis=1)
     gather = lambda a: jnp.flip(jnp.take_along_axis(jnp.asarray(a), end[:, :, None, None], axis=1), 2)

@@ -23,6 +23,46 @@ STOP_WORDS = ("a", "and", "the", "of", "to")
 """The original's stop words for Del (identical to ``shared/data/stopwords.txt``)."""
 
 
+def decomposition(budgets: Sequence[int]) -> np.ndarray:
+  """dec(S): every budget vector c with 0 ≤ c_k ≤ δ_k, as an int array of shape (C, m).
+
+  C = ∏_k (δ_k + 1). Rows are in lexicographic order (``itertools.product``: the last
+  transformation varies fastest), so row 0 is the zero vector and row ``C - 1`` is δ itself.
+  """
+  rows = list(itertools.product(*(range(d + 1) for d in budgets)))
+  return np.asarray(rows, dtype=np.int32).reshape(len(rows), len(budgets))
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+  """All the certification DP needs to know of a space: the sizes and budgets of its rewrites.
+
+  Hashable, so jitted functions take it as a static argument; the words themselves reach the DP
+  through the plan arrays. A space and its reversal have the same signature.
+
+  Attributes:
+    s: window size of each transformation.
+    t: replacement size of each transformation.
+    budgets: δ of each transformation.
+  """
+
+  s: tuple[int, ...]
+  t: tuple[int, ...]
+  budgets: tuple[int, ...]
+
+  @property
+  def signature(self) -> Signature:
+    return self
+
+  @property
+  def grid(self) -> tuple[int, ...]:
+    """Shape of the decomposition grid, (δ_1+1, …, δ_m+1)."""
+    return tuple(d + 1 for d in self.budgets)
+
+  def decomposition(self) -> np.ndarray:
+    return decomposition(self.budgets)
+
+
 @dataclasses.dataclass(frozen=True)
 class Space:
   """A perturbation space: transformations with their budgets δ_k.
@@ -56,14 +96,14 @@ class Space:
   def is_length_preserving(self) -> bool:
     return all(t.s == t.t for t in self.transformations)
 
-  def decomposition(self) -> np.ndarray:
-    """dec(S): every budget vector c with 0 ≤ c_k ≤ δ_k, as an int array of shape (C, m).
+  @property
+  def signature(self) -> Signature:
+    return Signature(tuple(t.s for t in self.transformations),
+                     tuple(t.t for t in self.transformations), tuple(self.budgets))
 
-    C = ∏_k (δ_k + 1). Rows are in lexicographic order (``itertools.product``: the last
-    transformation varies fastest), so row 0 is the zero vector and row ``C - 1`` is δ itself.
-    """
-    rows = list(itertools.product(*(range(d + 1) for d in self.budgets)))
-    return np.asarray(rows, dtype=np.int32).reshape(len(rows), len(self.budgets))
+  def decomposition(self) -> np.ndarray:
+    """dec(S) in the order of :func:`decomposition`."""
+    return decomposition(self.budgets)
 
   def reversed(self) -> Space:
     """S^R with every T_k reversed: S^R(reverse(x)) = reverse(S(x))."""

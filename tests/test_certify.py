@@ -1,0 +1,242 @@
+"""Soundness, exactness and tightness of the ARC DP and certify_fn (LSTM and Bi-LSTM).
+
+The central property: for random small models, vocabularies, sentences and spaces, the concrete
+logits of *every* string that ``Space.enumerate`` produces lie inside the certified bounds.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+import arc_jax
+from arc_jax import interval as iv
+from arc_jax.certify import certify, certify_jit, make_certify_fn
+from arc_jax.certify.lstm_dp import certified_features
+from arc_jax.nn import LSTMClassifier, predict
+from arc_jax.perturbation import PlanBuilder, parse_space
+
+jax.config.update("jax_enable_x64", True)
+
+WORDS = ["<pad>", "a", "the", "to", "of", "and", "movie", "film", "movies", "films", "this",
+         "it", "is", "'s", "one", "most", "best", "good", "!", "?", "these", "x", "y"]
+VOCAB = {w: i for i, w in enumerate(WORDS)}
+SWAP = arc_jax.custom("Swap", 2, 2, match=lambda w: w[0] != w[1], replace=lambda w: [w[::-1]])
+KINDS = ["Del", "Ins", "Sub", "Trans1", "Trans2", "Trans3", "Trans4", "Swap"]
+TOL = 1e-9
+
+
+def make_model(seed, hidden, weight_scale, bidirectional, pooling="final", num_classes=2):
+  rng = np.random.default_rng(seed)
+  emb = rng.normal(size=(len(WORDS), 4))
+  model = LSTMClassifier(emb, hidden=hidden, projection=3, head_hidden=3, num_classes=num_classes,
+                         bidirectional=bidirectional, pooling=pooling, dropout_rate=0.0,
+                         rngs=nnx.Rngs(seed), param_dtype=jnp.float64)
+  graphdef, state = nnx.split(model)
+  state = jax.tree.map(lambda p: p * weight_scale, state)
+  return nnx.merge(graphdef, state)
+
+
+def concrete_logits(model, sentences):
+  """Logits of each sentence, batched (rows padded to a power of two to reuse compilations)."""
+  rows = 1 << max(0, len(sentences) - 1).bit_length()
+  plan = PlanBuilder(parse_space("[]"), VOCAB).build(sentences, batch_size=rows)
+  return np.asarray(predict(*nnx.split(model), plan.token_ids, plan.lengths))[:len(sentences)]
+
+
+def certify_batch(model, space, plan, labels):
+  graphdef, state = nnx.split(model)
+  return certify_jit(graphdef, space.signature, state, plan, labels)
+
+
+def assert_sound(model, space, sentences):
+  """Every member of S(x) has concrete logits inside the certified bounds; returns #members."""
+  space = space.restricted_to(VOCAB)
+  # Fixed batch and replacement slots: examples with the same signature reuse one compilation.
+  plan = PlanBuilder(space, VOCAB, min_replacement_slots=4).build(sentences, batch_size=4)
+  labels = jnp.zeros((plan.shape[0],), jnp.int32)
+  cert = certify_batch(model, space, plan, labels)
+  members = 0
+  for b, sentence in enumerate(sentences):
+    strings = list(space.enumerate(sentence))
+    members += len(strings)
+    logits = concrete_logits(model, strings)
+    lo, hi = np.asarray(cert.logits.lo[b]), np.asarray(cert.logits.hi[b])
+    assert np.all(lo - TOL <= logits) and np.all(logits <= hi + TOL), (
+        f"unsound for {sentence} under {space}: worst escape "
+        f"{max(np.max(lo - logits), np.max(logits - hi))}")
+    margins = logits[:, :1] - logits  # label 0
+    assert np.all(np.asarray(cert.margins[b]) <= margins + TOL), "margin bound is unsound"
+    np.testing.assert_allclose(cert.clean_logits[b], concrete_logits(model, [sentence])[0],
+                               atol=1e-9)
+  return members
+
+
+sentence_st = st.lists(st.sampled_from(WORDS[1:]), min_size=0, max_size=7)
+
+
+@st.composite
+def spaces(draw):
+  kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3, unique=True))
+  budgets = [draw(st.integers(1, 2)) for _ in kinds]
+  pool = WORDS[1:]
+  synonyms = {w: draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3))
+              for w in draw(st.lists(st.sampled_from(pool), max_size=8))}
+  spec = "[" + ",".join(f"({k},{d})" for k, d in zip(kinds, budgets)) + "]"
+  return parse_space(spec, synonyms=synonyms, custom={"Swap": SWAP})
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 8]),
+       weight_scale=st.sampled_from([1.0, 4.0]), space=spaces(),
+       sentences=st.lists(sentence_st, min_size=1, max_size=3))
+def test_every_enumerated_string_is_inside_the_bounds(bidirectional, seed, hidden, weight_scale,
+                                                      space, sentences):
+  assume(sum(space.count(s) for s in sentences) <= 1500)
+  model = make_model(seed, hidden, weight_scale, bidirectional)
+  assert_sound(model, space, sentences)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), bidirectional=st.booleans(), space=spaces(),
+       sentences=st.lists(sentence_st, min_size=1, max_size=2))
+def test_mean_pooling_is_sound_for_every_space(seed, bidirectional, space, sentences):
+  """Per-slot running sums divided by the slot's exact output length (any s→t)."""
+  assume(sum(space.count(s) for s in sentences) <= 1500)
+  model = make_model(seed, 4, 2.0, bidirectional, pooling="mean")
+  assert_sound(model, space, sentences)
+
+
+S_REVIEW = "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]"
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+@pytest.mark.parametrize("spec,sentence", [
+    (S_REVIEW, "one of the best films !"),  # a 4→2 rewrite the original implementation misses
+    (S_REVIEW, "this is one of the most good movie ?"),
+    ("[(Del,2),(Ins,2)]", "the movie to a good film"),  # duplications next to deletions
+    ("[(Del,1),(Ins,1),(Sub,1)]", "a the of good"),
+    ("[(Del,2),(Sub,2)]", "x y x y"),  # no match at all
+])
+def test_named_cases_are_sound(bidirectional, spec, sentence):
+  space = parse_space(spec, synonyms={"best": ["good", "most"], "films": ["movies"],
+                                      "good": ["best"], "movie": ["film"]})
+  model = make_model(3, 5, 3.0, bidirectional)
+  members = assert_sound(model, space, [sentence.split()])
+  if spec == S_REVIEW and sentence.startswith("one of the best"):
+    assert ("the", "best", "films", "!") in set(space.enumerate(sentence.split()))
+    assert members > 1
+
+
+def test_multiclass_margins_are_sound():
+  model = make_model(7, 4, 3.0, False, num_classes=5)
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["best", "x"]})
+  assert_sound(model, space, ["the good movie".split(), "a good".split()])
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+def test_no_match_collapses_to_concrete_logits(bidirectional):
+  """With nothing matching, the bounds are the concrete logits (float32, 1e-5)."""
+  rng = np.random.default_rng(0)
+  model = LSTMClassifier(rng.normal(size=(len(WORDS), 8)), hidden=6, projection=5,
+                         bidirectional=bidirectional, rngs=nnx.Rngs(0))
+  space = parse_space("[(Del,2),(Sub,2),(Trans3,1)]", synonyms={"good": ["best"]})
+  sentences = ["x y movie".split(), "film it y x y".split()]
+  plan = PlanBuilder(space, VOCAB).build(sentences)
+  cert = certify_batch(model, space, plan, jnp.zeros((2,), jnp.int32))
+  logits = model(jnp.asarray(plan.token_ids), jnp.asarray(plan.lengths))
+  np.testing.assert_allclose(cert.logits.lo, logits, atol=1e-5)
+  np.testing.assert_allclose(cert.logits.hi, logits, atol=1e-5)
+  np.testing.assert_allclose(cert.clean_logits, logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["final", "mean"])
+def test_bottom_slots_never_widen_the_bounds(pooling):
+  """Only one stop word under [(Del,2)]: the box is the join of the two concrete states."""
+  model = make_model(11, 6, 3.0, bidirectional=True, pooling=pooling)
+  space = parse_space("[(Del,2)]")
+  sentence = "x good the movie".split()
+  plan = PlanBuilder(space, VOCAB).build([sentence])
+  box, _ = certified_features(model, space, plan, jnp.asarray(1.0))
+  members = [sentence, "x good movie".split()]
+  sub = PlanBuilder(parse_space("[]"), VOCAB).build(members)
+  states = np.asarray(model.features(jnp.asarray(sub.token_ids), jnp.asarray(sub.lengths)))
+  np.testing.assert_allclose(box.lo[0], states.min(axis=0), atol=1e-12)
+  np.testing.assert_allclose(box.hi[0], states.max(axis=0), atol=1e-12)
+
+
+def test_padding_is_a_no_op():
+  """A sentence gets the same bounds alone and in a padded batch with longer sentences."""
+  model = make_model(5, 4, 2.0, bidirectional=True)
+  space = parse_space("[(Del,1),(Ins,1),(Trans3,1)]")
+  short = "the best".split()
+  alone = PlanBuilder(space, VOCAB).build([short])
+  batch = PlanBuilder(space, VOCAB).build([short, "one of the best movie is this".split() * 3])
+  labels = jnp.zeros((1,), jnp.int32)
+  a = certify_batch(model, space, alone, labels)
+  b = certify_batch(model, space, batch, jnp.zeros((2,), jnp.int32))
+  np.testing.assert_allclose(a.logits.lo[0], b.logits.lo[0], atol=1e-12)
+  np.testing.assert_allclose(a.logits.hi[0], b.logits.hi[0], atol=1e-12)
+
+
+def test_certify_fn_jits_once_per_bucket_and_vmaps_and_grads():
+  rng = np.random.default_rng(0)
+  model = LSTMClassifier(rng.normal(size=(len(WORDS), 8)), hidden=6, projection=5,
+                         rngs=nnx.Rngs(0))
+  space = parse_space("[(Del,2),(Sub,2)]", synonyms={"good": ["best"], "movie": ["film"]})
+  builder = PlanBuilder(space, VOCAB)
+  graphdef, state = nnx.split(model)
+  traces = []
+  certify_fn = make_certify_fn(graphdef, space)
+
+  def counted(*args):
+    traces.append(1)
+    return certify_fn(*args)
+
+  jitted = jax.jit(counted)
+  labels = jnp.zeros((4,), jnp.int32)
+  batches = [["the good movie".split(), "a movie".split()],
+             ["good good".split(), "the film of the good movie".split(), "x".split()]]
+  for sentences in batches:
+    jitted(state, builder.build(sentences, batch_size=4), labels, 1.0)
+    jitted(state, builder.build(sentences, batch_size=4), labels, 0.5)
+  assert len(traces) == 1, "certify_fn was retraced for a batch of the same bucket"
+
+  plan = builder.build(batches[1], batch_size=4)
+  eps = jnp.array([0.0, 0.5, 1.0])
+  stacked = jax.jit(jax.vmap(certify_fn, in_axes=(None, None, None, 0)))(state, plan, labels, eps)
+  for i, e in enumerate(eps):
+    single = jitted(state, plan, labels, e)
+    np.testing.assert_allclose(stacked.margins[i], single.margins, rtol=1e-5, atol=1e-6)
+  widths = [float(jnp.sum(stacked.logits.hi[i] - stacked.logits.lo[i])) for i in range(3)]
+  assert widths[0] <= widths[1] <= widths[2]
+
+  param_graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  certify_params_fn = make_certify_fn(param_graphdef, space)
+
+  def loss(params):
+    cert = certify_params_fn((params, rest), plan, labels, 1.0)
+    return optax.softmax_cross_entropy_with_integer_labels(cert.worst_case_logits, labels).mean()
+
+  grads = jax.jit(jax.grad(loss))(params)
+  leaves = jax.tree.leaves(grads)
+  assert all(bool(jnp.all(jnp.isfinite(g))) for g in leaves)
+  assert any(float(jnp.abs(g).sum()) > 0 for g in leaves)
+
+
+def test_certify_convenience_matches_certify_fn_and_keeps_order():
+  rng = np.random.default_rng(2)
+  model = LSTMClassifier(rng.normal(size=(len(WORDS), 8)), hidden=6, projection=5,
+                         rngs=nnx.Rngs(1))
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["best", "unknown-word"]})
+  sentences = ["the good movie is good".split(), "x".split(), "a good film".split()]
+  out = certify(model, space, sentences, [1, 0, 1], VOCAB, batch_size=2)
+  assert out["certified"].shape == (3,)
+  for i, s in enumerate(sentences):
+    np.testing.assert_allclose(out["clean_logits"][i], concrete_logits(model, [s])[0], atol=1e-5)
+  assert np.all(out["logits_lo"] <= out["clean_logits"] + 1e-6)
+  assert np.all(out["clean_logits"] <= out["logits_hi"] + 1e-6)
