@@ -1,0 +1,4 @@
+"""Empirical robustness: exhaustive enumeration (EX Acc) and random members of S(x)."""
+
+from arc_jax.attacks.augmentation import augment_batch, sample_member
+from arc_jax.attacks.exhaustive import AuditFailure, ExhaustiveResult, exhaustive_robustness
