@@ -19,7 +19,13 @@ from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.perturbation import PlanBuilder, parse_space
 
-jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def float64():
+  """Float64 for this module only (exact comparisons with enumerated strings)."""
+  with jax.enable_x64(True):
+    yield
 
 WORDS = ["<pad>", "a", "the", "to", "of", "and", "movie", "film", "movies", "films", "this",
          "it", "is", "'s", "one", "most", "best", "good", "!", "?", "these", "x", "y"]

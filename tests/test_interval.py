@@ -8,7 +8,13 @@ from hypothesis import given, settings, strategies as st
 
 from arc_jax import interval as iv
 
-jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def float64():
+  """Float64 for this module only (exact comparisons with enumerated strings)."""
+  with jax.enable_x64(True):
+    yield
 
 
 def random_box(rng, shape, scale):

@@ -27,6 +27,8 @@ never reach a valid join.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,6 +77,11 @@ def _grid_broadcast(x: jax.Array, grid_rank: int) -> jax.Array:
   return x.reshape(x.shape[:1] + (1,) * grid_rank + x.shape[1:])
 
 
+def _drop_last(x: jax.Array, axis: int) -> jax.Array:
+  """All but the last slot along ``axis``: the sources c − e_k of the slots c with c_k ≥ 1."""
+  return jax.lax.slice_in_dim(x, 0, x.shape[axis] - 1, axis=axis)
+
+
 def _pad_front(x: jax.Array, axis: int) -> jax.Array:
   """Prepends one zero slot along ``axis``: results computed from slots c − e_k land in c."""
   pad = [(0, 0)] * x.ndim
@@ -120,20 +127,31 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
     (hs, cs), valid, sums = carry
     gates, real, match_j, repl_j = x
     # Branch "keep x_j", then one branch per transformation: the source grid (for T_k the slots
-    # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity and the
-    # input-gate boxes of the steps to feed.
-    branches = [((hs[0], cs[0]), valid[0], sums[0] if track_sums else None,
-                 [iv.point(gates)], None)]
+    # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity, running
+    # sums, the input-gate boxes of the steps to feed, and the grid axis of k.
+    keep = ((hs[0], cs[0]), valid[0], sums[0] if track_sums else None, [iv.point(gates)], None)
+    branches, repeats = [keep], []
     for k, (s, t) in enumerate(zip(sig.s, sig.t)):
       if sig.budgets[k] == 0:
         continue
-      head = lambda a: jax.lax.slice_in_dim(a, 0, a.shape[1 + k] - 1, axis=1 + k)
-      src = jax.tree.map(head, (hs[s - 1], cs[s - 1]))
+      head = functools.partial(_drop_last, axis=1 + k)
       ok = head(valid[s - 1]) & _grid_broadcast(match_j[k], rank)
+      steps = [repl_j[k][:, l] for l in range(t)]
+      if sig.repeats[k]:
+        # (x_j, …, x_j): the first copy is the keep step from slots c − e_k, computed below.
+        repeats.append((head, ok, steps[1:], 1 + k))
+        continue
+      src = jax.tree.map(head, (hs[s - 1], cs[s - 1]))
       total = jax.tree.map(head, sums[s - 1]) if track_sums else None
-      branches.append((src, ok, total, [repl_j[k][:, l] for l in range(t)], 1 + k))
-    outputs = _run_steps(cell, [(src, total, steps) for src, _, total, steps, _ in branches],
-                         track_sums)
+      branches.append((src, ok, total, steps, 1 + k))
+    outputs = _run_steps(cell, [(b[0], b[2], b[3]) for b in branches], track_sums)
+    kept = outputs[0]
+    for head, ok, steps, axis in repeats:
+      src, total = jax.tree.map(head, kept)
+      branches.append((src, ok, total, steps, axis))
+    if repeats:
+      outputs += _run_steps(cell, [(b[0], b[2], b[3]) for b in branches[-len(repeats):]],
+                            track_sums)
     state, ok, total = None, None, None
     for (_, b_ok, _, _, axis), (b_state, b_total) in zip(branches, outputs):
       if axis is not None:  # T_k's results land in slots c (c_k ≥ 1)
@@ -174,7 +192,7 @@ def _run_steps(cell: LSTMCell, branches, track_sums: bool):
     concatenated slots of every branch with more than l steps, instead of one call per branch.
   """
   out = [(state, total) for state, total, _ in branches]
-  for l in range(max(len(steps) for *_, steps in branches)):
+  for l in range(max((len(steps) for *_, steps in branches), default=0)):
     live = [i for i, (*_, steps) in enumerate(branches) if len(steps) > l]
     shapes = [out[i][0][0].shape for i in live]
     rows = [int(np.prod(shape[1:-1])) for shape in shapes]
@@ -222,6 +240,7 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
     (box, clean): Interval (B, H_in) and array (B, H_in), H_in = hidden · (2 if bidirectional).
   """
   sig = sig.signature
+  plan = jax.tree.map(jnp.asarray, plan)  # host (numpy) plans may be closed over under a trace
   plans = [plan] + ([reverse_plan(plan, sig)] if model.bidirectional else [])
   rank = len(sig.budgets)
   boxes, cleans = [], []

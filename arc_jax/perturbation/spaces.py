@@ -44,11 +44,17 @@ class Signature:
     s: window size of each transformation.
     t: replacement size of each transformation.
     budgets: δ of each transformation.
+    repeats: whether each transformation repeats its one window token (``repeats_token``).
   """
 
   s: tuple[int, ...]
   t: tuple[int, ...]
   budgets: tuple[int, ...]
+  repeats: tuple[bool, ...] = ()
+
+  def __post_init__(self):
+    if not self.repeats:
+      object.__setattr__(self, "repeats", (False,) * len(self.s))
 
   @property
   def signature(self) -> Signature:
@@ -99,7 +105,8 @@ class Space:
   @property
   def signature(self) -> Signature:
     return Signature(tuple(t.s for t in self.transformations),
-                     tuple(t.t for t in self.transformations), tuple(self.budgets))
+                     tuple(t.t for t in self.transformations), tuple(self.budgets),
+                     tuple(t.repeats_token for t in self.transformations))
 
   def decomposition(self) -> np.ndarray:
     """dec(S) in the order of :func:`decomposition`."""

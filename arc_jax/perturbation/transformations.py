@@ -41,6 +41,9 @@ class Transformation:
     match: φ, a predicate over a window (tuple of ``s`` tokens).
     replace: f, maps a matched window to its replacements (each a tuple of ``t`` tokens).
       Only called on windows where ``match`` holds.
+    repeats_token: s = 1 and the only replacement of (w,) is (w, …, w) (Dup, Trans4). The DP
+      then reuses the unperturbed step for the first copy. Declared by the library only;
+      :meth:`replacements` checks it on every window it sees.
   """
 
   name: str
@@ -48,12 +51,15 @@ class Transformation:
   t: int
   match: MatchFn = dataclasses.field(compare=False, repr=False)
   replace: ReplaceFn = dataclasses.field(compare=False, repr=False)
+  repeats_token: bool = False
 
   def __post_init__(self):
     if self.s < 1:
       raise ValueError(f"Transformation {self.name!r}: s must be >= 1 (got {self.s}).")
     if self.t < 0:
       raise ValueError(f"Transformation {self.name!r}: t must be >= 0 (got {self.t}).")
+    if self.repeats_token and (self.s != 1 or self.t < 1):
+      raise ValueError(f"Transformation {self.name!r}: repeats_token needs s = 1 and t >= 1.")
 
   def replacements(self, window: Sequence[str]) -> tuple[Tokens, ...]:
     """Distinct replacements of ``window`` in a fixed order; empty if φ does not hold.
@@ -73,6 +79,9 @@ class Transformation:
         )
       if r != window and r not in out:
         out.append(r)
+    if self.repeats_token and out and out != [window * self.t]:
+      raise ValueError(f"Transformation {self.name!r} declares repeats_token but rewrites "
+                       f"{window!r} into {out!r}.")
     return tuple(out)
 
   def reversed(self) -> Transformation:
@@ -88,6 +97,7 @@ class Transformation:
         t=self.t,
         match=lambda w: match(w[::-1]),
         replace=lambda w: [tuple(r)[::-1] for r in replace(w[::-1])],
+        repeats_token=self.repeats_token,  # (w, …, w) reads the same both ways
     )
 
   def restricted_to(self, vocabulary: Collection[str]) -> Transformation:
@@ -105,6 +115,7 @@ class Transformation:
         name=self.name, s=self.s, t=self.t,
         match=lambda w: match(w) and bool(kept(w)),
         replace=kept,
+        repeats_token=self.repeats_token,
     )
 
 
@@ -126,7 +137,8 @@ def delete_stop_words(stopwords: Collection[str]) -> Transformation:
 
 def duplicate(name: str = "Ins") -> Transformation:
   """Ins / Dup: repeat one token (1→2)."""
-  return Transformation(name, 1, 2, match=lambda w: True, replace=lambda w: [(w[0], w[0])])
+  return Transformation(name, 1, 2, match=lambda w: True, replace=lambda w: [(w[0], w[0])],
+                        repeats_token=True)
 
 
 def substitute(synonyms: Mapping[str, Sequence[str]]) -> Transformation:
@@ -193,5 +205,6 @@ def trans3() -> Transformation:
 def trans4() -> Transformation:
   """Trans4 (1→2): "!" → "! !" and "?" → "? ?"."""
   return Transformation(
-      "Trans4", 1, 2, match=lambda w: w[0] in ("!", "?"), replace=lambda w: [(w[0], w[0])]
+      "Trans4", 1, 2, match=lambda w: w[0] in ("!", "?"), replace=lambda w: [(w[0], w[0])],
+      repeats_token=True,
   )

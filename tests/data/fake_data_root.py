@@ -1,8 +1,6 @@
 """A tiny fake data root with every file the data pipeline reads (the tests write it themselves).
 
-The fixtures live here rather than in a conftest.py: tests/conftest.py is imported by name
-(``from conftest import …``) and a second conftest module would shadow it. Test modules import
-the fixtures they use.
+Test modules import the fixtures they use from here.
 """
 
 import gzip
