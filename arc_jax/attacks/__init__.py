@@ -2,3 +2,4 @@
 
 from arc_jax.attacks.augmentation import augment_batch, sample_member
 from arc_jax.attacks.exhaustive import AuditFailure, ExhaustiveResult, exhaustive_robustness
+from arc_jax.attacks.hotflip import HotFlipCandidate, HotFlipResult, Pick, adversarial_examples, hotflip_candidates, hotflip_robustness, hotflip_search

@@ -90,7 +90,16 @@ class LSTMClassifier(nnx.Module):
     """Pooled LSTM features (B, H_in) of padded sentences ``token_ids`` (B, N)."""
     chex.assert_rank(token_ids, 2)
     chex.assert_type([token_ids, lengths], int)
-    z = self.projection(self.embed(token_ids))
+    return self.features_from_embeddings(self.embed(token_ids), lengths)
+
+  def features_from_embeddings(self, embedded: jax.Array, lengths: jax.Array) -> jax.Array:
+    """Pooled LSTM features (B, H_in) of embedded padded sentences (B, N, E).
+
+    The entry point for gradients with respect to the input word vectors (HotFlip); positions
+    at or beyond ``lengths`` do not influence the result.
+    """
+    chex.assert_rank(embedded, 3)
+    z = self.projection(embedded)
     directions = [z] + ([reverse_padded(z, lengths)] if self.bidirectional else [])
     pooled = [self._run(cell, x, lengths) for cell, x in zip(self.cells, directions)]
     return jnp.concatenate(pooled, axis=-1)
