@@ -1,0 +1,243 @@
+"""Binary N-ary Tree-LSTM and the SST Tree-LSTM classifier (REFERENCE.md §6, Tai et al. 2015).
+
+embedding (V, 300) → Linear 300→h → ReLU (leaves) → Tree-LSTM(h) → Dropout → Linear(h, 5), with
+logits on every node (training uses every node's label, metrics the root's). The original trains
+its embeddings (lr 0.1×, no weight decay); here they are frozen by default (``FrozenEmbedding``,
+as for the LSTMs, so one vocabulary and one embedding matrix serve every model) and
+``trainable_embeddings=True`` makes them an ``nnx.Param``. Hidden size 150 as the original's
+script (the paper says 100). Weight matrices use Xavier-uniform init as the original's training
+script; biases PyTorch's default (the Tree-LSTM's ``b_iou`` starts at zero).
+
+A batch of trees (:class:`~arc_jax.perturbation.trees.TreeBatch`) runs as one jitted computation:
+all leaves at once, then one ``lax.scan`` over the batch's schedule, each step computing up to W
+internal nodes (of any trees) from a node-state buffer (:func:`bottom_up`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from arc_jax import interval as iv
+from arc_jax.nn.cells import Dense, Projection
+from arc_jax.nn.models import FrozenEmbedding
+from arc_jax.perturbation.trees import TreeBatch
+
+Value = iv.Value
+State = tuple[Value, Value]
+
+
+def _xavier(rngs: nnx.Rngs, shape: tuple[int, int], dtype) -> jax.Array:
+  return nnx.initializers.xavier_uniform()(rngs.params(), shape, dtype)
+
+
+def gate_product(gate: Value, x: Value) -> Value:
+  """``gate * x`` for a nonnegative ``gate`` (a sigmoid output), as tight as :func:`interval.mul`.
+
+  Soundness: for fixed g ≥ 0, g·x is nondecreasing in x, so over the box its minimum is
+  g·x.lo and its maximum g·x.hi; both are linear in g, with extremes at g.lo or g.hi. Half the
+  products and comparisons of the general four-corner rule.
+  """
+  if not iv.is_interval(gate) and not iv.is_interval(x):
+    return gate * x
+  gate, x = iv.as_interval(gate), iv.as_interval(x)
+  return iv.Interval(jnp.minimum(gate.lo * x.lo, gate.hi * x.lo),
+                     jnp.maximum(gate.lo * x.hi, gate.hi * x.hi))
+
+
+class TreeLSTMCell(nnx.Module):
+  """The binary N-ary Tree-LSTM cell of the original (gate layout ``[i | o | u]``).
+
+  Leaf with input x: ``[i, o, u] = W_iou x + b_iou``, c = σ(i)⊙tanh(u), h = σ(o)⊙tanh(c).
+  Internal node with children (h_l, c_l), (h_r, c_r): ``[i, o, u] = U_iou [h_l; h_r] + b_iou``,
+  ``[f_l, f_r] = σ(U_f [h_l; h_r] + b_f)``, c = σ(i)⊙tanh(u) + f_l⊙c_l + f_r⊙c_r,
+  h = σ(o)⊙tanh(c).
+
+  Every step takes arrays or :class:`~arc_jax.interval.Interval` and is sound for intervals: it
+  composes affine maps, monotone activations, products with a sigmoid gate (:func:`gate_product`)
+  and sums. The internal step is
+  split into :meth:`child_pre_activations` (one child's share of the gate pre-activations) and
+  :meth:`merge`, because an affine map of a concatenation is the sum of the maps of its blocks —
+  for boxes too: the centre/radius form is blockwise, ``[c_l; c_r] U = c_l U_l + c_r U_r`` and
+  ``[r_l; r_r] |U| = r_l |U_l| + r_r |U_r|``, so the sum of the two blocks' boxes *is* the box of
+  the concatenation, not a looser one. The certification DP computes each child state's share
+  once and combines every pair of budget splits by an addition.
+  """
+
+  def __init__(self, in_features: int, hidden: int, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
+    self.hidden = hidden
+    self.w_iou = nnx.Param(_xavier(rngs, (in_features, 3 * hidden), param_dtype))
+    self.u_iou = nnx.Param(_xavier(rngs, (2 * hidden, 3 * hidden), param_dtype))
+    self.b_iou = nnx.Param(jnp.zeros((3 * hidden,), param_dtype))
+    self.u_f = Dense(2 * hidden, 2 * hidden, rngs=rngs, param_dtype=param_dtype)
+    self.u_f.kernel[...] = _xavier(rngs, (2 * hidden, 2 * hidden), param_dtype)
+
+  def leaf(self, x: Value) -> State:
+    """(h, c) of a leaf with input x (..., in_features); each (..., hidden)."""
+    iou = iv.linear(x, self.w_iou[...], self.b_iou[...])
+    i, o, u = (iou[..., g * self.hidden:(g + 1) * self.hidden] for g in range(3))
+    c = gate_product(iv.monotone(jax.nn.sigmoid, i), iv.monotone(jnp.tanh, u))
+    return gate_product(iv.monotone(jax.nn.sigmoid, o), iv.monotone(jnp.tanh, c)), c
+
+  def child_pre_activations(self, h: Value, side: int) -> Value:
+    """The share of child ``side`` (0 left, 1 right) in ``[iou | f_l f_r]``: (..., 5·hidden)."""
+    rows = slice(side * self.hidden, (side + 1) * self.hidden)
+    kernel = jnp.concatenate([self.u_iou[...][rows], self.u_f.kernel[...][rows]], axis=1)
+    return iv.linear(h, kernel)
+
+  def merge(self, pre: Value, c_left: Value, c_right: Value) -> State:
+    """(h, c) of an internal node from the summed children's shares ``pre`` (..., 5·hidden)."""
+    hd = self.hidden
+    bias = jnp.concatenate([self.b_iou[...], self.u_f.bias[...]])
+    pre = iv.add(pre, bias)
+    i, o, u, f_l, f_r = (pre[..., g * hd:(g + 1) * hd] for g in range(5))
+    sig = lambda v: iv.monotone(jax.nn.sigmoid, v)
+    c = iv.add(gate_product(sig(i), iv.monotone(jnp.tanh, u)),
+               iv.add(gate_product(sig(f_l), c_left), gate_product(sig(f_r), c_right)))
+    return gate_product(sig(o), iv.monotone(jnp.tanh, c)), c
+
+  def __call__(self, left: State, right: State) -> State:
+    """(h, c) of an internal node with children states ``left`` and ``right``."""
+    pre = iv.add(self.child_pre_activations(left[0], 0), self.child_pre_activations(right[0], 1))
+    return self.merge(pre, left[1], right[1])
+
+
+def flat_children(batch: TreeBatch) -> tuple[jax.Array, jax.Array]:
+  """Flat ids (B·N + 1,) of every node's children; leaves, padding and the no-op row get B·N."""
+  rows, n_pad = batch.shape
+  base = jnp.arange(rows, dtype=jnp.int32)[:, None] * n_pad
+  noop = jnp.full((1,), rows * n_pad, jnp.int32)
+  flat = lambda c: jnp.concatenate([jnp.where(c >= 0, base + c, rows * n_pad).reshape(-1), noop])
+  return flat(jnp.asarray(batch.left)), flat(jnp.asarray(batch.right))
+
+
+def bottom_up(buffer, batch: TreeBatch, combine: Callable):
+  """Fills the internal-node rows of a node buffer, one scheduled step at a time.
+
+  Args:
+    buffer: pytree of arrays (B·N + 1, ...), row ``b·N + n`` for node n of tree b (leaf rows
+      filled in), the last row a no-op row that padded schedule entries read and write.
+    batch: the trees and their schedule (S, W).
+    combine: ``combine(left_rows, right_rows, nodes)`` → the rows of ``nodes`` (W,), given the
+      buffer rows of their children (pytrees of (W, ...) arrays).
+
+  Returns:
+    The buffer after all S steps (a ``lax.scan``): every internal node's row is computed after
+    both children's rows, by the schedule's invariant. Steps holding only padding are skipped
+    (``lax.cond``), so a coarse bucket for S costs no computation.
+  """
+  left, right = flat_children(batch)
+  noop = left.shape[0] - 1
+
+  def compute(buf, nodes):
+    take = lambda idx: jax.tree.map(lambda a: a[idx], buf)
+    new = combine(take(left[nodes]), take(right[nodes]), nodes)
+    return jax.tree.map(lambda a, rows: a.at[nodes].set(rows), buf, new)
+
+  def step(buf, nodes):
+    return jax.lax.cond(jnp.any(nodes != noop), compute, lambda b, _: b, buf, nodes), None
+
+  return jax.lax.scan(step, buffer, jnp.asarray(batch.schedule))[0]
+
+
+def dropout_scale(key: jax.Array | None, rate: float, shape: tuple[int, ...], dtype
+                  ) -> jax.Array | None:
+  """Inverted-dropout factors (``keep / (1 − rate)``), or None (no dropout)."""
+  if key is None or rate == 0.0:
+    return None
+  return jax.random.bernoulli(key, 1.0 - rate, shape).astype(dtype) / (1.0 - rate)
+
+
+class TreeLSTMClassifier(nnx.Module):
+  """Tree-LSTM classifier with logits on every node.
+
+  Args:
+    embeddings: (V, E) word vectors; row 0 is padding.
+    hidden: Tree-LSTM state size and projection size (150 in the original's script).
+    num_classes: K (5 for SST).
+    dropout_rate: dropout on the leaf embeddings and on every node's h before the output layer
+      (0.5 in the original).
+    trainable_embeddings: make the embeddings an ``nnx.Param`` (the original) instead of a
+      ``FrozenEmbedding`` (default).
+    rngs: parameter initialisation.
+    param_dtype: dtype of the parameters and embeddings (float64 in soundness tests).
+  """
+
+  def __init__(self, embeddings: np.ndarray, *, hidden: int = 150, num_classes: int = 5,
+               dropout_rate: float = 0.5, trainable_embeddings: bool = False, rngs: nnx.Rngs,
+               param_dtype=jnp.float32):
+    kw = dict(rngs=rngs, param_dtype=param_dtype)
+    table = jnp.asarray(embeddings, param_dtype)
+    self.embeddings = nnx.Param(table) if trainable_embeddings else FrozenEmbedding(table)
+    self.projection = Projection(embeddings.shape[1], hidden, **kw)
+    self.cell = TreeLSTMCell(hidden, hidden, **kw)
+    self.out = Dense(hidden, num_classes, **kw)
+    for layer in (self.projection.linear, self.out):
+      layer.kernel[...] = _xavier(rngs, layer.kernel[...].shape, param_dtype)
+    self.hidden = hidden
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+
+  def embed(self, token_ids: jax.Array) -> jax.Array:
+    return self.embeddings[...][token_ids]
+
+  def dropout_scales(self, key: jax.Array | None, shape: tuple[int, int]
+                     ) -> tuple[jax.Array | None, jax.Array | None]:
+    """Dropout factors for the leaf embeddings (B, N, E) and the node states (B, N, H)."""
+    if key is None:
+      return None, None
+    k_in, k_out = jax.random.split(key)
+    table = self.embeddings[...]
+    return (dropout_scale(k_in, self.dropout_rate, shape + table.shape[1:], table.dtype),
+            dropout_scale(k_out, self.dropout_rate, shape + (self.hidden,), table.dtype))
+
+  def input_pre_activation(self, token_ids: jax.Array, scale: jax.Array | None) -> jax.Array:
+    """Projection pre-activations (B, N, ..., H) of words (B, N, ...), dropped out by ``scale``.
+
+    ``scale`` (B, N, E) is broadcast over the extra axes, so a leaf's candidate words see the
+    same dropout mask as its own word.
+    """
+    x = self.embed(token_ids)
+    if scale is not None:
+      x = x * scale.reshape(scale.shape[:2] + (1,) * (x.ndim - 3) + scale.shape[2:])
+    return self.projection.pre_activation(x)
+
+  def dropped(self, h: Value, scale: jax.Array | None) -> Value:
+    """Node states (B, N, ..., H) after dropout by ``scale`` (B, N, H), broadcast over the rest.
+
+    Sound for intervals: one nonnegative factor per coordinate (:func:`interval.scale`).
+    """
+    if scale is None:
+      return h
+    return iv.scale(h, scale.reshape(scale.shape[:2] + (1,) * (len(h.shape) - 3) + scale.shape[2:]))
+
+  def logits(self, h: Value, scale: jax.Array | None) -> Value:
+    """Node states (B, N, ..., H) → logits (B, N, ..., K); arrays or intervals."""
+    return self.out(self.dropped(h, scale))
+
+  def node_states(self, batch: TreeBatch, in_scale: jax.Array | None = None) -> jax.Array:
+    """h of every node (B, N, H) (zeros at padding)."""
+    chex.assert_rank(batch.token_ids, 2)
+    rows, n_pad = batch.shape
+    h, c = self.cell.leaf(jax.nn.relu(self.input_pre_activation(batch.token_ids, in_scale)))
+    noop = jnp.zeros((1, self.hidden), h.dtype)
+    buffer = tuple(jnp.concatenate([a.reshape(rows * n_pad, -1), noop]) for a in (h, c))
+    h, _ = bottom_up(buffer, batch, lambda l, r, _: self.cell(l, r))
+    return h[:-1].reshape(rows, n_pad, self.hidden)
+
+  def __call__(self, batch: TreeBatch, dropout_key: jax.Array | None = None) -> jax.Array:
+    """Logits (B, N, K) of every node (meaningless at padding nodes)."""
+    in_scale, out_scale = self.dropout_scales(dropout_key, batch.shape)
+    return self.logits(self.node_states(batch, in_scale), out_scale)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def predict_tree(graphdef: nnx.GraphDef, state: nnx.State, batch: TreeBatch) -> jax.Array:
+  """Jitted evaluation-mode logits (B, N, K) of every node of ``nnx.merge(graphdef, state)``."""
+  return nnx.merge(graphdef, state)(batch)

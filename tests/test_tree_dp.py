@@ -1,0 +1,244 @@
+"""Soundness, exactness and tightness of the Tree-LSTM DP and certify_tree_fn.
+
+The central property: for random small trees, models, lexicons, stop words and spaces, the
+concrete logits of *every* tree that ``TreeSpace.enumerate`` produces lie inside the certified
+bounds, at the root and at every node (whose bounds cover its subtree's space).
+
+Compilation dominates the cost here, so the property test certifies every space with one DP
+signature, [(Del,2),(Ins,2),(Sub,2)], and passes the example's budgets (≤ 2 each, 0 = absent) as
+the traced ``budgets`` argument; batches use fixed shapes.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
+
+from arc_jax.certify.tree_dp import certify_tree_jit, make_tree_certify_fn
+from arc_jax.data.trees import Tree
+from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
+from arc_jax.perturbation import parse_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
+
+
+@pytest.fixture(autouse=True, scope="module")
+def float64():
+  """Float64 for this module only (exact comparisons with enumerated trees)."""
+  with jax.enable_x64(True):
+    yield
+
+
+WORDS = ("a", "the", "to", "good", "movie", "film", "fine", "x")
+VOCAB = {w: i for i, w in enumerate(("<pad>",) + WORDS)}
+GRID = "[(Del,2),(Ins,2),(Sub,2)]"
+TOL = 1e-9
+SHAPES = dict(batch_size=2, max_nodes=16, num_steps=8)  # ≤ 6 leaves per tree
+MEMBER_ROWS = 64
+
+
+def make_model(hidden, seed=0, scale=1.0, dropout_rate=0.0):
+  """A model with random normal weights (×scale), set from numpy: no initialiser to compile."""
+  rng = np.random.default_rng(seed)
+  abstract = nnx.eval_shape(lambda: TreeLSTMClassifier(
+      np.zeros((len(VOCAB), 4)), hidden=hidden, dropout_rate=dropout_rate, rngs=nnx.Rngs(0),
+      param_dtype=jnp.float64))
+  graphdef, state = nnx.split(abstract)
+  state = jax.tree.map(lambda v: jnp.asarray(rng.normal(size=v.shape) * scale), state)
+  return nnx.merge(graphdef, state)
+
+
+def spaces(budgets, synonyms, stop):
+  """(the DP's space over GRID, the example's space) with the same lexicon and stop words."""
+  spec = "[" + ",".join(f"({k},{d})" for k, d in zip(("Del", "Ins", "Sub"), budgets)) + "]"
+  make = lambda s: tree_space(parse_space(s, synonyms=synonyms, stopwords=stop)
+                              .restricted_to(VOCAB))
+  return make(GRID), make(spec)
+
+
+def subtree(tree: Tree, node: int) -> Tree:
+  """The subtree rooted at ``node``: a contiguous range of the post-order, ending at ``node``."""
+  size = [1] * tree.num_nodes
+  for n, (l, r) in enumerate(zip(tree.left, tree.right)):
+    if l >= 0:
+      size[n] = 1 + size[l] + size[r]
+  start = node - size[node] + 1
+  span = range(start, node + 1)
+  first_leaf = sum(1 for n in range(start) if tree.left[n] < 0)
+  leaves = sum(1 for n in span if tree.left[n] < 0)
+  shift = lambda c: c - start if c >= 0 else -1
+  return Tree(tree.tokens[first_leaf:first_leaf + leaves], tuple(shift(tree.left[n]) for n in span),
+              tuple(shift(tree.right[n]) for n in span), tree.labels[start:node + 1])
+
+
+def root_logits(model, nesteds):
+  """Concrete root logits of perturbed trees, in fixed-shape batches (one compilation)."""
+  graphdef, state = nnx.split(model)
+  builder = TreeBatchBuilder(VOCAB, width=32)
+  out = []
+  for start in range(0, len(nesteds), MEMBER_ROWS):
+    trees = [from_nested(n) for n in nesteds[start:start + MEMBER_ROWS]]
+    batch = builder.build(trees, MEMBER_ROWS, max_nodes=16, num_steps=32)
+    logits = np.asarray(predict_tree(graphdef, state, batch))
+    out.append(logits[np.arange(len(trees)), batch.num_nodes[:len(trees)] - 1])
+  return np.concatenate(out)
+
+
+def certify(model, dp_space, trees, budgets=None, eps=1.0):
+  batch = TreeBatchBuilder(VOCAB, dp_space, min_substitutes=4, width=8).build(trees, **SHAPES)
+  graphdef, state = nnx.split(model)
+  return certify_tree_jit(graphdef, dp_space.signature, state, batch, batch.labels, eps, None,
+                          None if budgets is None else jnp.asarray(budgets))
+
+
+def assert_sound(model, dp_space, space, trees, budgets, every_node=True):
+  """Every perturbed (sub)tree's logits and margins are inside the certificate."""
+  cert = certify(model, dp_space, trees, budgets)
+  for b, tree in enumerate(trees):
+    nodes = range(tree.num_nodes) if every_node else [tree.num_nodes - 1]
+    for node in nodes:
+      members = list(space.enumerate(subtree(tree, node)))
+      logits = root_logits(model, members)
+      lo, hi = np.asarray(cert.logits.lo[b, node]), np.asarray(cert.logits.hi[b, node])
+      assert np.all(lo - TOL <= logits) and np.all(logits <= hi + TOL), (
+          f"unsound at node {node} of {tree} under {space}: escape "
+          f"{max(np.max(lo - logits), np.max(logits - hi))}")
+      y = tree.labels[node]
+      margins = np.asarray(cert.margins[b, node])
+      if y >= 0:
+        assert np.all(margins <= logits[:, y:y + 1] - logits + TOL), "margin bound is unsound"
+      else:
+        assert np.all(margins == 0)
+      np.testing.assert_allclose(cert.clean_logits[b, node], logits[0], atol=1e-12)
+    root, y = tree.num_nodes - 1, tree.labels[-1]
+    assert bool(cert.certified[b]) == (y >= 0 and bool(np.all(np.delete(
+        np.asarray(cert.margins[b, root]), y) > 0)))
+
+
+@st.composite
+def labelled_trees(draw, min_leaves=1, max_leaves=6):
+  n = draw(st.integers(min_leaves, max_leaves))
+  leaves = draw(st.lists(st.sampled_from(WORDS), min_size=n, max_size=n))
+
+  def build(ws):
+    if len(ws) == 1:
+      return ws[0]
+    k = draw(st.integers(1, len(ws) - 1))
+    return (build(ws[:k]), build(ws[k:]))
+
+  tree = from_nested(build(leaves))
+  labels = draw(st.lists(st.integers(0, 4), min_size=tree.num_nodes, max_size=tree.num_nodes))
+  return Tree(tree.tokens, tree.left, tree.right, tuple(labels))
+
+
+lexicons = st.dictionaries(st.sampled_from(WORDS),
+                           st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+                           min_size=2, max_size=6)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 6]),
+       scale=st.sampled_from([0.5, 2.0]),
+       trees=st.lists(labelled_trees(min_leaves=3), min_size=1, max_size=2),
+       budgets=st.tuples(*[st.integers(0, 2)] * 3).filter(any), synonyms=lexicons,
+       stop=st.lists(st.sampled_from(WORDS), max_size=4))
+@example(seed=1, hidden=2, scale=2.0, trees=[from_nested((("the", "a"), ("good", ("to", "x"))), 4)],
+         budgets=(2, 1, 1), synonyms={"good": ["fine", "film"]}, stop=["a", "the", "to"])
+def test_every_perturbed_tree_is_inside_the_bounds(seed, hidden, scale, trees, budgets, synonyms,
+                                                   stop):
+  dp_space, space = spaces(budgets, synonyms, stop)
+  assume(sum(space.count(subtree(t, n)) for t in trees for n in range(t.num_nodes)) <= 1500)
+  assert_sound(make_model(hidden, seed, scale), dp_space, space, trees, budgets)
+
+
+@pytest.mark.parametrize("nested", [
+    (("the", "a"), "to"),  # every leaf deletable: the empty tree is not a member
+    "the",  # a single leaf
+    ((("to", "good"), "the"), (("a", "the"), "movie")),  # deletable subtrees at several depths
+])
+def test_named_cases_are_sound(nested):
+  tree = from_nested(nested, 3)
+  dp_space, space = spaces((2, 2, 2), {"good": ["fine", "film"], "movie": ["film"]},
+                           ["a", "the", "to"])
+  assert_sound(make_model(6, 7, 2.0), dp_space, space, [tree], (2, 2, 2), every_node=False)
+
+
+def test_deletions_alone_give_the_exact_hull():
+  """Only deletions apply: every slot holds a point, so the root box is the members' hull."""
+  tree = from_nested((("the", "good"), "movie"), 0)
+  dp_space, space = spaces((2, 0, 0), {}, ["the"])
+  model = make_model(6, 3, 2.0)
+  cert = certify(model, dp_space, [tree], (2, 0, 0))
+  members = list(space.enumerate(tree))
+  assert members == [(("the", "good"), "movie"), ("good", "movie")]
+  logits = root_logits(model, members)
+  np.testing.assert_allclose(cert.root_logits.lo[0], logits.min(axis=0), atol=1e-12)
+  np.testing.assert_allclose(cert.root_logits.hi[0], logits.max(axis=0), atol=1e-12)
+
+
+def test_budgets_beyond_the_signature_give_no_certificate():
+  tree = from_nested(("good", "movie"), 0)
+  dp_space, _ = spaces((2, 2, 2), {}, [])
+  cert = certify(make_model(6), dp_space, [tree], (3, 0, 0))
+  assert np.all(np.isinf(cert.root_logits.lo[0])) and not cert.certified[0]
+
+
+def test_batches_must_be_lowered_for_the_certified_tree_space():
+  model = make_model(6)
+  graphdef, state = nnx.split(model)
+  tree = from_nested(("good", "movie"), 0)
+  dp_space, _ = spaces((2, 2, 2), {}, [])
+  plain = TreeBatchBuilder(VOCAB, width=8).build([tree], **SHAPES)
+  with pytest.raises(ValueError, match="lowered for None"):
+    certify_tree_jit(graphdef, dp_space.signature, state, plain, plain.labels)
+  batch = TreeBatchBuilder(VOCAB, dp_space, width=8).build([tree], **SHAPES)
+  with pytest.raises(TypeError, match="tree_space"):
+    certify_tree_jit(graphdef, dp_space.space.signature, state, batch, batch.labels)
+
+
+def test_no_match_collapses_to_concrete_logits_and_padding_is_a_no_op():
+  model = make_model(5, 4, 1.0)
+  space = tree_space(parse_space("[(Del,2),(Sub,2)]", synonyms={"good": ["fine"]}))
+  plain = from_nested(("x", ("movie", "film")), 1)
+  other = from_nested((("the", "good"), "a"), 2)
+  alone, padded = certify(model, space, [plain]), certify(model, space, [other, plain])
+  concrete = root_logits(model, list(space.enumerate(plain)))
+  assert len(concrete) == 1
+  np.testing.assert_allclose(alone.root_logits.lo[0], concrete[0], atol=1e-12)
+  np.testing.assert_allclose(alone.root_logits.hi[0], concrete[0], atol=1e-12)
+  np.testing.assert_allclose(padded.logits.lo[1], alone.logits.lo[0], atol=1e-12)
+  np.testing.assert_allclose(padded.logits.hi[1], alone.logits.hi[0], atol=1e-12)
+  assert not alone.certified[1]  # the padding row
+
+
+def test_certify_tree_fn_jits_once_per_bucket_and_grads_with_dropout():
+  model = make_model(4, 5, 1.0, dropout_rate=0.5)
+  space = tree_space(parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["fine", "film"]}))
+  builder = TreeBatchBuilder(VOCAB, space, min_substitutes=4, width=8)
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  certify_fn = make_tree_certify_fn(graphdef, space)
+  traces = []
+
+  def loss(params, batch, eps, key):
+    traces.append(1)
+    cert = certify_fn((params, rest), batch, batch.labels, eps, key)
+    labelled = batch.labels >= 0
+    ce = optax.softmax_cross_entropy_with_integer_labels(cert.worst_case_logits,
+                                                         jnp.maximum(batch.labels, 0))
+    return jnp.sum(jnp.where(labelled, ce, 0.0)) / jnp.sum(labelled), cert
+
+  step = jax.jit(jax.value_and_grad(loss, has_aux=True))
+  key = jax.random.key(0, impl="rbg")
+  batches = [builder.build([from_nested(n, 1) for n in nesteds], **SHAPES)
+             for nesteds in (["good", ("the", "good")], [("good", "film"), "x"])]
+  widths = []
+  for batch, eps in ((batches[0], 0.0), (batches[0], 1.0), (batches[1], 1.0)):
+    (value, cert), grads = step(params, batch, eps, key)
+    assert np.isfinite(value)
+    assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
+    assert any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
+    widths.append(float(jnp.sum(cert.logits.hi - cert.logits.lo)))
+  assert len(traces) == 1, "certify_tree_fn was retraced for a batch of the same bucket"
+  assert widths[0] < widths[1], "eps = 0 should shrink the Sub boxes to the original words"
