@@ -1,0 +1,176 @@
+"""The run directory: resolved config, metrics log, summary, and Orbax checkpoints.
+
+Layout of ``workdir``::
+
+  config.json     the resolved config (written once, when the run starts)
+  metrics.jsonl   one JSON object per log interval ("kind": "train") and per epoch ("epoch")
+  summary.json    written when training ends; its presence marks a finished run
+  checkpoints/    the latest checkpoint (Orbax): train state, metric totals of the running epoch
+                  and a JSON "meta" item (step, epoch, selection state, data fingerprint)
+  best/           the parameters of the selected (best dev) epoch, with their meta
+  eval/           results of experiments/evaluate.py
+
+A checkpoint's step identifies the data position: epoch ``step // steps_per_epoch``, batch
+``step % steps_per_epoch`` of that epoch's order (a function of the seed and epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jax
+import ml_collections
+import orbax.checkpoint as ocp
+
+from arc_jax.train.config import RUN_CONTROL_FIELDS
+
+logger = logging.getLogger(__name__)
+
+RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "best", "eval")
+
+
+class RunExistsError(RuntimeError):
+  """The work directory holds a finished run, or another run's files."""
+
+
+class RunDirectory:
+  """The files of one training run (see the module docstring)."""
+
+  def __init__(self, path):
+    self.path = Path(path)
+    self.config_file = self.path / "config.json"
+    self.metrics_file = self.path / "metrics.jsonl"
+    self.summary_file = self.path / "summary.json"
+
+  @property
+  def finished(self) -> bool:
+    return self.summary_file.exists()
+
+  def start(self, config: ml_collections.ConfigDict, overwrite: bool = False) -> bool:
+    """Claims the directory for ``config``; returns True when an unfinished run is resumed.
+
+    A finished run is never replaced silently: it raises :class:`RunExistsError` unless
+    ``overwrite``, which deletes this run's files (only those, see ``RUN_FILES``). An unfinished
+    run is resumed if its config equals ``config`` up to ``RUN_CONTROL_FIELDS``.
+    """
+    resolved = config.to_dict()
+    if overwrite:
+      self.remove()
+    elif self.finished:
+      raise RunExistsError(f"{self.path} holds a finished run ({self.summary_file.name} "
+                           "exists). Pass --overwrite to replace it, or choose another --workdir.")
+    elif self.config_file.exists():
+      saved = json.loads(self.config_file.read_text())
+      changed = sorted(k for k in set(saved) | set(resolved)
+                       if k not in RUN_CONTROL_FIELDS and saved.get(k) != resolved.get(k))
+      if changed:
+        details = ", ".join(f"{k}: {saved.get(k)!r} there, {resolved.get(k)!r} now"
+                            for k in changed)
+        raise RunExistsError(f"{self.path} holds an unfinished run with another config ("
+                             f"{details}). Resume it with its own config, pass --overwrite to "
+                             "start over, or choose another --workdir.")
+      return True
+    elif self.path.exists() and any(self.path.iterdir()):
+      raise RunExistsError(f"{self.path} is not empty and holds no run (no config.json); choose "
+                           "another --workdir.")
+    self.path.mkdir(parents=True, exist_ok=True)
+    self.config_file.write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n")
+    return False
+
+  def remove(self) -> None:
+    """Deletes this run's files (``RUN_FILES``), nothing else in the directory."""
+    for name in RUN_FILES:
+      target = self.path / name
+      if target.is_dir():
+        shutil.rmtree(target)
+      elif target.exists():
+        target.unlink()
+
+  def config(self) -> ml_collections.ConfigDict:
+    if not self.config_file.exists():
+      raise FileNotFoundError(f"{self.config_file} not found: {self.path} is not a run directory "
+                              "(train one with experiments/train.py --workdir).")
+    return ml_collections.ConfigDict(json.loads(self.config_file.read_text()))
+
+  def log(self, record: dict[str, Any]) -> None:
+    """Appends one JSON line to metrics.jsonl (process 0 only)."""
+    if jax.process_index() == 0:
+      with self.metrics_file.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+  def truncate_log(self, step: int) -> None:
+    """Drops the lines logged after ``step`` (a resumed run replays those steps)."""
+    if jax.process_index() != 0 or not self.metrics_file.exists():
+      return
+    lines = self.metrics_file.read_text().splitlines(keepends=True)
+    self.metrics_file.write_text("".join(l for l in lines if json.loads(l)["step"] <= step))
+
+  def write_summary(self, summary: dict[str, Any]) -> None:
+    if jax.process_index() == 0:
+      self.summary_file.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _abstract(tree):
+  return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+
+
+class Checkpoints:
+  """The latest checkpoint (to resume) and the best one (to evaluate), each kept alone.
+
+  Args:
+    path: the run directory.
+    read_only: open existing checkpoints without writing (evaluation).
+  """
+
+  def __init__(self, path, read_only: bool = False):
+    def manager(name):
+      options = ocp.CheckpointManagerOptions(
+          preservation_policy=ocp.checkpoint_managers.LatestN(1), read_only=read_only,
+          create=not read_only, cleanup_tmp_directories=not read_only)
+      return ocp.CheckpointManager(Path(path).absolute() / name, options=options)
+
+    self.latest = manager("checkpoints")
+    self.best = manager("best")
+
+  def save_latest(self, state, totals, meta: dict[str, Any]) -> None:
+    """Saves (train state, metric totals, meta) at step ``meta["step"]``."""
+    self.latest.save(meta["step"], args=ocp.args.Composite(
+        state=ocp.args.StandardSave({"train": state, "totals": totals}),
+        meta=ocp.args.JsonSave(meta)))
+
+  def restore_latest(self, state, totals):
+    """(state, totals, meta) of the latest checkpoint, or None if there is none.
+
+    ``state`` and ``totals`` give the structure, shapes and shardings to restore into.
+    """
+    step = self.latest.latest_step()
+    if step is None:
+      return None
+    restored = self.latest.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(_abstract({"train": state, "totals": totals})),
+        meta=ocp.args.JsonRestore()))
+    return restored.state["train"], restored.state["totals"], restored.meta
+
+  def save_best(self, params, meta: dict[str, Any]) -> None:
+    self.best.save(meta["step"], args=ocp.args.Composite(
+        params=ocp.args.StandardSave(params), meta=ocp.args.JsonSave(meta)))
+
+  def restore_best(self, params):
+    """(params, meta) of the best checkpoint, restored into the structure of ``params``."""
+    step = self.best.latest_step()
+    if step is None:
+      raise FileNotFoundError(f"No best checkpoint in {self.best.directory}: the run has not "
+                              "finished an epoch yet (train it with experiments/train.py).")
+    restored = self.best.restore(step, args=ocp.args.Composite(
+        params=ocp.args.StandardRestore(_abstract(params)), meta=ocp.args.JsonRestore()))
+    return restored.params, restored.meta
+
+  def close(self) -> None:
+    """Waits for pending (asynchronous) saves and releases the managers."""
+    for manager in (self.latest, self.best):
+      manager.wait_until_finished()
+      manager.close()

@@ -1,0 +1,96 @@
+"""The training configuration: every field, its default and its meaning.
+
+Experiment configs (``experiments/configs/*.py``) start from :func:`default_config` and change
+values only, so every run directory's ``config.json`` has the same keys. The defaults are the
+original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (REFERENCE.md §7.1, §10.2).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+from ml_collections import config_dict
+
+from arc_jax.train.losses import ROBUST_LOSSES
+from arc_jax.train.methods import METHODS
+
+PAPER_SPACES = {
+    "del2sub2": "[(Del,2),(Sub,2)]",
+    "sub2ins2": "[(Sub,2),(Ins,2)]",
+    "del2ins2": "[(Del,2),(Ins,2)]",
+    "review": "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]",
+}
+"""The SST-2 spaces of the paper's LSTM tables (S_review last), by config key."""
+
+RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every")
+"""Fields that may differ when an unfinished run is resumed: they steer the process, not the
+result (``checkpoint_every`` and ``log_every`` only change when files are written)."""
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """ARC certified training of an LSTM on SST-2 for ``[(Del,2),(Sub,2)]`` (λ_max 0.5)."""
+  c = ml_collections.ConfigDict()
+  c.name = "arc_lstm_del2sub2"
+  c.method = "arc"  # a key of arc_jax.train.METHODS
+
+  # Data (arc_jax.data.prepare_lstm_data). Counts limit a split to its first examples.
+  c.dataset = "sst2"
+  c.synonyms = "ppdb"  # ARC's SST-2 runs: PPDB with --use-fewer-sub (one candidate per word)
+  c.max_candidates = 1  # 0: every candidate
+  c.num_train = config_dict.placeholder(int)
+  c.num_dev = config_dict.placeholder(int)
+  c.num_test = config_dict.placeholder(int)
+  # The perturbation space certified (ARC), sampled (augment) and reported on dev.
+  c.space = "[(Del,2),(Sub,2)]"
+
+  # Model (arc_jax.nn.LSTMClassifier).
+  c.bidirectional = False
+  c.pooling = "final"
+  c.hidden = 100
+  c.projection = 100
+  c.head_hidden = 100
+  c.dropout_rate = 0.2
+
+  # Optimiser: clip the global norm, add coupled L2 (torch Adam's weight_decay), Adam.
+  c.batch_size = 32
+  c.learning_rate = 1e-3
+  c.weight_decay = 1e-4
+  c.grad_clip = 0.25
+
+  # Curriculum: λ and ε follow linspace(start, max, ramp_epochs)[epoch], then stay at max.
+  c.num_epochs = 24
+  c.ramp_epochs = 16
+  c.lambda_start = 0.0
+  c.lambda_max = 0.5
+  c.eps_start = 0.0
+  c.eps_max = 1.0
+  c.robust_loss = "worst_case"  # or "max_of_means" (the original's binary loss)
+  c.early_stopping = 0  # stop after this many epochs without dev improvement; 0: never
+
+  # Bookkeeping.
+  c.seed = 0  # parameters, dropout and data order
+  c.eval_batch_size = 32
+  c.log_every = 100  # steps per metrics line
+  c.checkpoint_every = 500  # steps between mid-epoch checkpoints
+  c.max_steps = config_dict.placeholder(int)  # stop (resumably) after this many steps
+  c.progress = True  # tqdm bars
+  return c
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises ValueError naming the field and the fix for inconsistent settings."""
+  if config.method not in METHODS:
+    raise ValueError(f"config.method={config.method!r} is unknown; choose one of "
+                     f"{sorted(METHODS)}.")
+  if config.robust_loss not in ROBUST_LOSSES:
+    raise ValueError(f"config.robust_loss={config.robust_loss!r} is unknown; choose one of "
+                     f"{sorted(ROBUST_LOSSES)}.")
+  for name in ("lambda_start", "lambda_max"):
+    if not 0.0 <= config[name] <= 1.0:
+      raise ValueError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "
+                       "robust loss).")
+  for name in ("max_candidates", "early_stopping", "ramp_epochs"):
+    if config[name] < 0:
+      raise ValueError(f"config.{name}={config[name]} must be >= 0 .")
+  for name in ("batch_size", "eval_batch_size", "log_every", "checkpoint_every", "num_epochs"):
+    if config[name] < 1:
+      raise ValueError(f"config.{name}={config[name]} must be >= 1.")

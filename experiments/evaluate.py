@@ -1,0 +1,64 @@
+"""Evaluates a trained run: ``python experiments/evaluate.py --workdir RUN [--space SPEC]
+[--split test] [--metrics acc,cf,ex] [--no-shortcut] [--checkpoint best|latest] [--output FILE]``.
+
+Writes the results JSON to RUN/eval/<split>_<space>[_audit].json (and to --output) and prints
+it. Exits with status 1 if CF ≤ EX ≤ Acc fails or, with --no-shortcut, if a certified example
+has a misclassified member (an audit failure). See arc_jax.evaluation and experiments/README.md.
+"""
+
+import argparse
+import json
+import logging
+import sys
+
+from arc_jax.evaluation import (METRICS, EvaluationError, evaluate_run, results_path,
+                                write_results)
+from arc_jax.train import use_compilation_cache
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--workdir", required=True, help="the run directory")
+  parser.add_argument("--space", help="perturbation space spec (default: the run's space)")
+  parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
+  parser.add_argument("--metrics", default=",".join(METRICS),
+                      help=f"comma-separated subset of {','.join(METRICS)}")
+  parser.add_argument("--shortcut", action=argparse.BooleanOptionalAction, default=True,
+                      help="count certified examples as robust without enumerating them "
+                      "(--no-shortcut enumerates and audits them)")
+  parser.add_argument("--checkpoint", default="best", choices=("best", "latest"))
+  parser.add_argument("--synonyms", choices=("counterfitted", "ppdb"),
+                      help="override the run's synonym lexicon")
+  parser.add_argument("--max-candidates", type=int,
+                      help="override the run's candidates per word (0: all)")
+  parser.add_argument("--exhaustive-batch-size", type=int, default=256)
+  parser.add_argument("--output", help="also write the results JSON here")
+  parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
+  return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  use_compilation_cache()
+  logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+  for noisy in ("absl", "jax"):  # Orbax logs every restore at INFO through absl
+    logging.getLogger(noisy).setLevel(logging.WARNING)
+  try:
+    results, status = evaluate_run(
+        args.workdir, space=args.space, split=args.split, metrics=args.metrics.split(","),
+        shortcut=args.shortcut, checkpoint=args.checkpoint, synonyms=args.synonyms,
+        max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
+        progress=not args.no_progress), 0
+  except EvaluationError as error:
+    print(error, file=sys.stderr)
+    results, status = error.results, 1
+  paths = [results_path(args.workdir, args.split, results["space"], args.shortcut)]
+  paths += [args.output] if args.output else []
+  for path in paths:
+    write_results(results, path)
+  print(json.dumps(results, indent=2))
+  return status
+
+
+if __name__ == "__main__":
+  sys.exit(main())

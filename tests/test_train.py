@@ -1,0 +1,246 @@
+"""Training pieces without real data: schedules, losses, optimiser, steps, configs, run files."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+from flax import nnx
+
+from arc_jax import interval as iv
+from arc_jax.certify import Certificate
+from arc_jax.data import make_batch
+from arc_jax.nn import LSTMClassifier
+from arc_jax.perturbation import PlanBuilder, parse_space
+from arc_jax.train import (METHODS, Method, RunDirectory, RunExistsError, arc_objective,
+                           clean_objective, data_mesh, default_config, epoch_ramp,
+                           max_of_means_loss, make_optimizer, make_train_step, register_method,
+                           init_state, validate, worst_case_loss, zero_totals)
+from arc_jax.train.config import RUN_CONTROL_FIELDS
+
+CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
+WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
+VOCAB = {w: i for i, w in enumerate(WORDS)}
+SYNONYMS = {"good": ["fine", "great"], "movie": ["film"], "bad": ["not"]}
+
+
+def load_config_module(name):
+  spec = importlib.util.spec_from_file_location(name, CONFIGS / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+# -- schedules ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ramp", [1, 2, 5, 16])
+def test_epoch_ramp_is_the_original_linspace_per_epoch(ramp):
+  steps_per_epoch, epochs = 7, 24
+  schedule = epoch_ramp(0.0, 0.5, ramp, steps_per_epoch)
+  expected = np.concatenate([np.linspace(0.0, 0.5, ramp), np.full(epochs - ramp, 0.5)])
+  for epoch in range(epochs):
+    values = [float(schedule(epoch * steps_per_epoch + i)) for i in (0, steps_per_epoch - 1)]
+    np.testing.assert_allclose(values, expected[epoch], atol=1e-7)
+
+
+def test_epoch_ramp_without_ramp_starts_at_peak_and_is_jittable():
+  schedule = epoch_ramp(0.2, 0.9, 0, 3)
+  assert float(jax.jit(schedule)(jnp.int32(0))) == pytest.approx(0.9)
+  assert epoch_ramp(0.2, 0.9, 0, 3) is schedule
+
+
+# -- losses ------------------------------------------------------------------------------------
+
+def random_certificate(rng, labels):
+  """A certificate whose margins are consistent with a random logit box."""
+  lo = rng.normal(size=(len(labels), 2)).astype(np.float32)
+  hi = lo + rng.uniform(0, 2, size=lo.shape).astype(np.float32)
+  y = np.asarray(labels)
+  other = 1 - y
+  margin_other = lo[np.arange(len(y)), y] - hi[np.arange(len(y)), other] + 0.1  # tighter
+  margins = np.zeros_like(lo)
+  margins[np.arange(len(y)), other] = margin_other
+  return Certificate(iv.Interval(jnp.asarray(lo), jnp.asarray(hi)), jnp.asarray((lo + hi) / 2),
+                     jnp.asarray(margins), jnp.asarray(margin_other > 0))
+
+
+def bce(d, y):
+  """Binary cross-entropy of the single logit d (the original's loss)."""
+  return np.log1p(np.exp(-d)) if y == 1 else np.log1p(np.exp(d))
+
+
+def test_max_of_means_matches_its_binary_definition():
+  rng = np.random.default_rng(0)
+  labels = np.array([1, 0, 1, 1, 0])
+  weights = np.array([1, 1, 1, 0, 1], np.float32)  # row 3 is padding
+  cert = random_certificate(rng, labels)
+  lo, hi, m = (np.asarray(a) for a in (cert.logits.lo, cert.logits.hi, cert.margins))
+  d_lo = np.where(labels == 1, m[:, 0], lo[:, 1] - hi[:, 0])
+  d_hi = np.where(labels == 1, hi[:, 1] - lo[:, 0], -m[:, 1])
+  real = weights > 0
+  expected = max(np.mean([bce(d, y) for d, y in zip(d_lo[real], labels[real])]),
+                 np.mean([bce(d, y) for d, y in zip(d_hi[real], labels[real])]))
+  got = max_of_means_loss(cert, jnp.asarray(labels), jnp.asarray(weights))
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_worst_case_bounds_max_of_means_and_equals_it_for_one_label():
+  rng = np.random.default_rng(1)
+  for labels in ([1, 0, 1, 0], [1, 1, 1, 1], [0, 0, 0]):
+    labels = jnp.asarray(labels)
+    cert = random_certificate(rng, np.asarray(labels))
+    weights = jnp.ones(labels.shape)
+    worst, mixed = worst_case_loss(cert, labels, weights), max_of_means_loss(cert, labels, weights)
+    assert mixed <= worst + 1e-6
+    if len(set(np.asarray(labels).tolist())) == 1:
+      np.testing.assert_allclose(mixed, worst, rtol=1e-5)
+
+
+def test_max_of_means_refuses_more_than_two_classes():
+  cert = Certificate(iv.Interval(jnp.zeros((2, 3)), jnp.ones((2, 3))), jnp.zeros((2, 3)),
+                     jnp.zeros((2, 3)), jnp.zeros((2,), bool))
+  with pytest.raises(ValueError, match="worst_case"):
+    max_of_means_loss(cert, jnp.zeros((2,), jnp.int32), jnp.ones((2,)))
+
+
+# -- optimiser and steps -----------------------------------------------------------------------
+
+def test_optimizer_clips_then_adds_coupled_weight_decay_then_adam():
+  lr, wd, clip = 0.1, 0.01, 0.25
+  params = {"w": jnp.array([1.0, -2.0]), "b": jnp.array([0.5])}
+  grads = {"w": jnp.array([3.0, 4.0]), "b": jnp.array([0.0])}
+  tx = make_optimizer(lr, wd, clip)
+  updates, _ = tx.update(grads, tx.init(params), params)
+  norm = np.sqrt(25.0)
+  for k in params:  # torch: g ← clip(g); g ← g + wd·p; Adam's first step moves by lr·sign(g)
+    g = np.asarray(grads[k]) * clip / norm + wd * np.asarray(params[k])
+    expected = -lr * g / (np.abs(g) + 1e-8)
+    np.testing.assert_allclose(updates[k], expected, rtol=1e-5)
+
+
+def tiny_setup():
+  """A small model, space, batch, and the clean and ARC steps (λ, ε: 0 at step 0, then 0.5, 1)."""
+  rng = np.random.default_rng(0)
+  model = LSTMClassifier(rng.normal(size=(len(WORDS), 4)).astype(np.float32), hidden=5,
+                         projection=4, head_hidden=3, dropout_rate=0.0, rngs=nnx.Rngs(0))
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms=SYNONYMS)
+  sentences = [("the", "good", "movie"), ("a", "bad", "film"), ("good",), ("bad", "movie")]
+  batch = make_batch(sentences, [1, 0, 1, 0], range(4), VOCAB, 4,
+                     plan_builder=PlanBuilder(space, VOCAB))
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  tx = make_optimizer(3e-2, 0.0, 1.0)
+  objective = arc_objective(space.signature, epoch_ramp(0.0, 0.5, 2, 1), epoch_ramp(0.0, 1.0, 2, 1),
+                            "worst_case")
+  mesh = data_mesh(jax.devices()[:1])
+  steps = make_train_step(graphdef, tx, clean_objective, mesh), make_train_step(graphdef, tx,
+                                                                                objective, mesh)
+  fresh = lambda: init_state(jax.tree.map(jnp.copy, params), tx, 0)  # steps donate the state
+  return fresh, rest, batch, steps
+
+
+def test_arc_step_with_zero_lambda_and_eps_is_the_clean_step():
+  """λ = 0, ε = 0: the DP's slot 0 gives the clean forward pass, so both steps agree."""
+  fresh, rest, batch, steps = tiny_setup()
+  results = [step(fresh(), rest, batch, zero_totals()) for step in steps]
+  (clean, clean_totals), (arc, arc_totals) = jax.device_get(results)
+  for a, b in zip(jax.tree.leaves(clean.params), jax.tree.leaves(arc.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(clean_totals["loss"], arc_totals["loss"], rtol=1e-6)
+  assert clean_totals["examples"] == arc_totals["examples"] == 4
+  assert arc_totals["certify_examples"] == 4 and clean_totals["certify_examples"] == 0
+
+
+def test_arc_steps_learn_to_certify():
+  fresh, rest, batch, (_, step) = tiny_setup()
+  state, losses = fresh(), []
+  for _ in range(60):
+    state, totals = step(state, rest, batch, zero_totals())
+    losses.append(float(totals["loss"]) / 4)
+  assert int(state.step) == 60
+  assert np.mean(losses[-5:]) < 0.2 * np.mean(losses[1:6])
+  assert totals["certified"] == 4
+
+
+# -- configs and methods -----------------------------------------------------------------------
+
+PAPER_ROWS = {
+    "arc": ["lstm,del2sub2", "lstm,sub2ins2", "lstm,del2ins2", "lstm,review", "bilstm,del2sub2",
+            "bilstm,sub2ins2", "bilstm,del2ins2"],
+    "augment": ["lstm,del2sub2", "lstm,sub2ins2", "lstm,del2ins2", "lstm,review",
+                "bilstm,del2sub2", "bilstm,sub2ins2", "bilstm,del2ins2"],
+    "normal": ["lstm", "bilstm"],
+    "imdb": ["sub1", "sub2"],
+}
+
+
+def test_every_paper_row_has_a_valid_config_with_its_lambda():
+  names = set()
+  for family, rows in PAPER_ROWS.items():
+    module = load_config_module(family)
+    for row in rows:
+      config = module.get_config(row)
+      validate(config)
+      assert set(config.keys()) == set(default_config().keys())
+      names.add(config.name)
+  assert len(names) == sum(map(len, PAPER_ROWS.values()))
+  arc = load_config_module("arc")
+  assert arc.get_config().to_dict() == default_config().to_dict()
+  assert [arc.get_config(r).lambda_max for r in PAPER_ROWS["arc"]] == [0.5, 0.6, 0.9, 0.8, 0.5,
+                                                                       0.9, 0.7]
+  imdb = load_config_module("imdb").get_config("sub2")
+  assert (imdb.pooling, imdb.num_epochs, imdb.ramp_epochs, imdb.lambda_max) == ("mean", 30, 20,
+                                                                                0.8)
+  normal = load_config_module("normal").get_config()
+  assert (normal.method, normal.early_stopping, normal.num_epochs) == ("normal", 5, 24)
+
+
+def test_unknown_rows_and_settings_name_the_choices():
+  with pytest.raises(ValueError, match="lstm,del2sub2"):
+    load_config_module("arc").get_config("bilstm,review")
+  config = default_config()
+  config.method = "hotflip"
+  with pytest.raises(ValueError, match="'arc'"):
+    validate(config)
+
+
+def test_method_registry_is_the_extension_point():
+  assert {"normal", "augment", "arc"} <= set(METHODS)
+  assert METHODS["arc"].certified and not METHODS["augment"].certified
+  with pytest.raises(ValueError, match="already registered"):
+    register_method("arc", Method(certified=True))
+
+
+# -- run directory -----------------------------------------------------------------------------
+
+def test_run_directory_resumes_unfinished_and_refuses_finished(tmp_path):
+  config = default_config()
+  run = RunDirectory(tmp_path / "run")
+  assert run.start(config) is False
+  assert json.loads(run.config_file.read_text())["name"] == config.name
+  changed = ml_collections.ConfigDict(config.to_dict())
+  for field in RUN_CONTROL_FIELDS:
+    changed[field] = 7 if field != "progress" else False
+  assert RunDirectory(run.path).start(changed) is True
+  changed.lambda_max = 0.9
+  with pytest.raises(RunExistsError, match="lambda_max: 0.5 there, 0.9 now"):
+    RunDirectory(run.path).start(changed)
+  run.log({"step": 3})
+  run.log({"step": 9})
+  run.truncate_log(5)
+  assert run.metrics_file.read_text().splitlines() == ['{"step": 3}']
+  run.write_summary({"status": "completed"})
+  (run.path / "notes.txt").write_text("mine")
+  with pytest.raises(RunExistsError, match="--overwrite"):
+    RunDirectory(run.path).start(config)
+  assert RunDirectory(run.path).start(config, overwrite=True) is False
+  assert sorted(p.name for p in run.path.iterdir()) == ["config.json", "notes.txt"]
+
+
+def test_run_directory_refuses_a_foreign_directory(tmp_path):
+  (tmp_path / "data.csv").write_text("x")
+  with pytest.raises(RunExistsError, match="another --workdir"):
+    RunDirectory(tmp_path).start(default_config())
