@@ -319,8 +319,8 @@ def hu_schedule(left: np.ndarray, right: np.ndarray, width: int) -> list[list[in
       depth[b, child] = depth[b, n] + 1
       parent[b * n_pad + child] = b * n_pad + n
       pending[b * n_pad + n] += internal[b, child]
-  flat_depth = depth.reshape(-1)
-  ready = [(-flat_depth[i], i) for i in (base + np.arange(n_pad))[internal] if pending[i] == 0]
+  depth, parent, pending = depth.reshape(-1).tolist(), parent.tolist(), pending.tolist()
+  ready = [(-depth[i], i) for i in (base + np.arange(n_pad))[internal].tolist() if not pending[i]]
   heapq.heapify(ready)
   steps = []
   while ready:
@@ -330,8 +330,8 @@ def hu_schedule(left: np.ndarray, right: np.ndarray, width: int) -> list[list[in
       if p >= 0:
         pending[p] -= 1
         if pending[p] == 0:
-          heapq.heappush(ready, (-flat_depth[p], p))
-    steps.append([int(i) for i in step])
+          heapq.heappush(ready, (-depth[p], p))
+    steps.append(step)
   return steps
 
 
@@ -360,6 +360,7 @@ class TreeBatchBuilder:
     self.step_buckets = tuple(step_buckets)
     self.min_substitutes = min_substitutes
     self.width = width
+    self._cache = {}
 
   def _id(self, word: str) -> int:
     try:
@@ -367,6 +368,14 @@ class TreeBatchBuilder:
     except KeyError:
       raise KeyError(f"{word!r} is not in the vocabulary; tree leaves keep out-of-vocabulary "
                      "words as vocabulary entries with zero vectors (prepare_tree_data).") from None
+
+  def _leaf(self, word: str) -> tuple[int, int, tuple[int, ...]]:
+    """(id, 1 if Del can delete it else 0, Sub candidate ids) of a leaf word (cached)."""
+    if word not in self._cache:
+      space = self.space
+      self._cache[word] = (self._id(word), int(space is not None and space.is_deletable(word)),
+                           () if space is None else tuple(map(self._id, space.substitutes(word))))
+    return self._cache[word]
 
   def build(self, trees: Sequence[Tree], batch_size: int | None = None, *,
             max_nodes: int | None = None, width: int | None = None,
@@ -395,29 +404,28 @@ class TreeBatchBuilder:
     labels = np.full((rows, n_pad), -1, np.int32)
     num_nodes = np.zeros((rows,), np.int32)
     deletable = np.zeros((rows, n_pad), np.int32)
-    subs = [[[] for _ in range(n_pad)] for _ in range(rows)]
+    hits = []  # (b, node, Sub candidate ids) of the leaves with candidates
     for b, tree in enumerate(trees):
       n = tree.num_nodes
       num_nodes[b] = n
       left[b, :n], right[b, :n], labels[b, :n] = tree.left, tree.right, tree.labels
+      row_ids, row_deletable = [0] * n, [0] * n
       for node, leaf in enumerate(tree.leaf_index):
         if leaf >= 0:
-          word = tree.tokens[leaf]
-          token_ids[b, node] = self._id(word)
-          if self.space is not None:
-            deletable[b, node] = self.space.is_deletable(word)
-            subs[b][node] = [self._id(w) for w in self.space.substitutes(word)]
+          word_id, word_deletable, subs = self._leaf(tree.tokens[leaf])
+          row_ids[node], row_deletable[node] = word_id, word_deletable
+          if subs:
+            hits.append((b, node, subs))
         else:
-          l, r = tree.left[node], tree.right[node]
-          deletable[b, node] = (deletable[b, l] + deletable[b, r]
-                                if deletable[b, l] and deletable[b, r] else 0)
-    r_pad = _pow2_at_least(max([len(s) for row in subs for s in row] + [self.min_substitutes]))
+          l, r = row_deletable[tree.left[node]], row_deletable[tree.right[node]]
+          row_deletable[node] = l + r if l and r else 0
+      token_ids[b, :n], deletable[b, :n] = row_ids, row_deletable
+    r_pad = _pow2_at_least(max([len(ids) for *_, ids in hits] + [self.min_substitutes]))
     substitutes = np.zeros((rows, n_pad, r_pad), np.int32)
     substitute_mask = np.zeros((rows, n_pad, r_pad), bool)
-    for b, row in enumerate(subs):
-      for node, ids in enumerate(row):
-        substitutes[b, node, :len(ids)] = ids
-        substitute_mask[b, node, :len(ids)] = True
+    for b, node, ids in hits:
+      substitutes[b, node, :len(ids)] = ids
+      substitute_mask[b, node, :len(ids)] = True
 
     width = self.width if width is None else width
     steps = hu_schedule(left, right, width)
