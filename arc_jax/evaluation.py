@@ -138,7 +138,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   predict_logits = make_predict_fn(experiment.graphdef, params, experiment.rest, mesh)
   results: dict[str, Any] = {
       "run": str(run.path), "name": config.name,
-      "checkpoint": {"which": checkpoint, "step": meta["step"], "epoch": meta.get("epoch")},
+      "checkpoint": {"which": checkpoint, "step": meta["step"],
+                     **({"epoch": meta["epoch"]} if "epoch" in meta else {})},
       "split": split, "space": config.space, "synonyms": config.synonyms,
       "max_candidates": config.max_candidates, "examples": len(tokens),
       "empty_examples": {

@@ -25,6 +25,7 @@ from typing import Any
 import jax
 import ml_collections
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 from arc_jax.train.config import RUN_CONTROL_FIELDS
 
@@ -55,15 +56,27 @@ class RunDirectory:
 
     A finished run is never replaced silently: it raises :class:`RunExistsError` unless
     ``overwrite``, which deletes this run's files (only those, see ``RUN_FILES``). An unfinished
-    run is resumed if its config equals ``config`` up to ``RUN_CONTROL_FIELDS``.
+    run is resumed if its config equals ``config`` up to ``RUN_CONTROL_FIELDS``. With several
+    processes every one checks, process 0 writes, and all wait for it.
     """
-    resolved = config.to_dict()
+    resumed = self._check(config.to_dict(), overwrite)
+    if jax.process_index() == 0 and not resumed:
+      if overwrite:
+        self.remove()
+      self.path.mkdir(parents=True, exist_ok=True)
+      self.config_file.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    if jax.process_count() > 1:
+      multihost_utils.sync_global_devices(f"start {self.path}")
+    return resumed
+
+  def _check(self, resolved: dict[str, Any], overwrite: bool) -> bool:
+    """Raises RunExistsError if ``resolved`` may not run here; True if it resumes."""
     if overwrite:
-      self.remove()
-    elif self.finished:
+      return False
+    if self.finished:
       raise RunExistsError(f"{self.path} holds a finished run ({self.summary_file.name} "
                            "exists). Pass --overwrite to replace it, or choose another --workdir.")
-    elif self.config_file.exists():
+    if self.config_file.exists():
       saved = json.loads(self.config_file.read_text())
       changed = sorted(k for k in set(saved) | set(resolved)
                        if k not in RUN_CONTROL_FIELDS and saved.get(k) != resolved.get(k))
@@ -74,11 +87,9 @@ class RunDirectory:
                              f"{details}). Resume it with its own config, pass --overwrite to "
                              "start over, or choose another --workdir.")
       return True
-    elif self.path.exists() and any(self.path.iterdir()):
+    if self.path.exists() and any(self.path.iterdir()):
       raise RunExistsError(f"{self.path} is not empty and holds no run (no config.json); choose "
                            "another --workdir.")
-    self.path.mkdir(parents=True, exist_ok=True)
-    self.config_file.write_text(json.dumps(resolved, indent=2, sort_keys=True) + "\n")
     return False
 
   def remove(self) -> None:
@@ -156,8 +167,10 @@ class Checkpoints:
     return restored.state["train"], restored.state["totals"], restored.meta
 
   def save_best(self, params, meta: dict[str, Any]) -> None:
+    """Saves the best parameters and waits, so that no later "latest" can name a lost best."""
     self.best.save(meta["step"], args=ocp.args.Composite(
         params=ocp.args.StandardSave(params), meta=ocp.args.JsonSave(meta)))
+    self.best.wait_until_finished()
 
   def restore_best(self, params):
     """(params, meta) of the best checkpoint, restored into the structure of ``params``."""

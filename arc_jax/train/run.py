@@ -190,7 +190,8 @@ class _Trainer:
               else jax.device_get(totals))
     log_time, log_step = start_time, step
     with tqdm(total=spe, initial=step - first, desc=f"epoch {epoch} (of 0-{c.num_epochs - 1})",
-              unit="step", disable=not c.progress, dynamic_ncols=True) as bar:
+              unit="step", disable=not c.progress or jax.process_index() > 0,
+              dynamic_ncols=True) as bar:
       for batch in batches:
         if self.transform is not None:
           batch = self.transform(batch, step, state.params)
@@ -238,7 +239,6 @@ class _Trainer:
 
   def _finish(self, status: str, step: int, progress) -> dict[str, Any]:
     """Evaluates the best parameters on the test split and writes summary.json."""
-    self.checkpoints.best.wait_until_finished()
     params, best = self.checkpoints.restore_best(self.exp.params)
     tic = time.perf_counter()
     test = self._evaluate(params, "test")
