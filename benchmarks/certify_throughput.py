@@ -127,13 +127,18 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--model", choices=("lstm", "bilstm", "tree"), default="lstm")
   parser.add_argument("--spaces", nargs="+", default=list(SPACES))
-  parser.add_argument("--batch-size", type=int, default=32)
+  parser.add_argument("--batch-size", type=int, help="default 32 (trees: 64)")
   parser.add_argument("--skip-imdb", action="store_true")
-  args = parser.parse_args(argv)
+  args, tree_args = parser.parse_known_args(argv)
   if args.model == "tree":
+    # Tree options (--hidden, --width, --max-nodes) go to the tree benchmark.
     from tree_certify_throughput import main as tree_main  # pylint: disable=import-outside-toplevel
-    return tree_main([])
-  for line in sst2_lines(args.model, args.spaces, args.batch_size):
+    if args.batch_size:
+      tree_args += ["--batch-size", str(args.batch_size)]
+    return tree_main(tree_args + ["--spaces", *args.spaces])
+  if tree_args:
+    parser.error(f"unrecognized arguments: {' '.join(tree_args)}")
+  for line in sst2_lines(args.model, args.spaces, args.batch_size or 32):
     print(json.dumps(line), flush=True)
   if not args.skip_imdb:
     print(json.dumps(imdb_line(args.model)), flush=True)
