@@ -206,7 +206,8 @@ def test_certify_fn_jits_once_per_bucket_and_vmaps_and_grads():
   jitted = jax.jit(counted)
   labels = jnp.zeros((4,), jnp.int32)
   batches = [["the good movie".split(), "a movie".split()],
-             ["good good".split(), "the film of the good movie".split(), "x".split()]]
+             ["good good".split(), "the good film movie".split(), "x".split()]]
+  assert len({builder.build(s, batch_size=4).shape for s in batches}) == 1, "one bucket expected"
   for sentences in batches:
     jitted(state, builder.build(sentences, batch_size=4), labels, 1.0)
     jitted(state, builder.build(sentences, batch_size=4), labels, 0.5)
