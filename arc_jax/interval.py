@@ -155,8 +155,7 @@ def hull(values: jax.Array, mask: jax.Array, axis: int, empty: jax.Array) -> Int
 
   Args:
     values: (..., R, ..., D) candidate vectors.
-    mask: boolean, broadcastable to ``values`` with the feature axis removed... more
-      precisely of shape ``values.shape[:-1]``; which candidates are real.
+    mask: bool of shape ``values.shape[:-1]``: which candidates are real.
     axis: the candidate axis (must not be the last one).
     empty: the point used where no candidate is set (keeps ⊥ finite; callers mask it out).
 

@@ -73,7 +73,7 @@ def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, l
   """
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
-  eps = jnp.asarray(eps, jnp.float32)
+  eps = jnp.asarray(eps, model.embeddings[...].dtype)
   box, clean = certified_features(model, space.signature, plan, eps)
   hidden = model.head_activations(box, dropout_key)
   hidden_clean = model.head_activations(clean, dropout_key)
