@@ -1,0 +1,53 @@
+"""experiments/report.py: rows come from the JSON files, paper numbers from the matching row."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "report.py"
+spec = importlib.util.spec_from_file_location("report", SCRIPT)
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+
+
+def write_run(folder: Path, config: dict, results: dict[str, dict]) -> None:
+  folder.mkdir()
+  (folder / "config.json").write_text(json.dumps(config))
+  (folder / "summary.json").write_text(json.dumps({"status": "completed"}))
+  for name, content in results.items():
+    (folder / name).write_text(json.dumps(content))
+
+
+def metric(value):
+  return {"value": value, "count": 0, "total": 1, "seconds": 0.0}
+
+
+def test_space_key_ignores_order_spacing_and_dup_alias():
+  assert report.space_key("[(Sub,2), (Del,2)]") == report.space_key("[(Del,2),(Sub,2)]")
+  assert report.space_key("[(Dup,2),(Sub,2)]") == report.space_key("[(Sub,2),(Ins,2)]")
+  assert report.space_key("[(Sub,1)]") != report.space_key("[(Sub,2)]")
+  with pytest.raises(ValueError, match="No \\(Name,δ\\) pairs"):
+    report.space_key("Del")
+
+
+def test_table_has_measured_and_paper_numbers(tmp_path, capsys):
+  write_run(tmp_path / "arc_bi", {"method": "arc", "bidirectional": True},
+            {"test_Del2Sub2.json": {"space": "[(Del,2),(Sub,2)]", "split": "test",
+                                    "metrics": {"acc": metric(0.8312), "cf": metric(0.7),
+                                                "ex": metric(0.75)}}})
+  write_run(tmp_path / "tree_normal", {"method": "normal", "model": "tree"},
+            {"test_Sub3.json": {"space": "[(Sub,3)]", "split": "test",
+                                "metrics": {"acc": metric(0.5)}}})
+  assert report.main([str(tmp_path / "arc_bi"), str(tmp_path / "tree_normal")]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert len(lines) == 4  # header, rule, two rows (config.json and summary.json are no rows)
+  assert "| bilstm | arc |" in lines[2] and "| 83.1 | – | 70.0 | 75.0 |" in lines[2]
+  assert lines[2].endswith("| 83.5 / 78.7 / 70.9 / 77.5 |")
+  assert "| tree | normal |" in lines[3] and lines[3].endswith("| – |")  # no paper row for Sub3
+
+
+def test_folder_without_config_is_refused(tmp_path):
+  with pytest.raises(SystemExit):
+    report.main([str(tmp_path)])
