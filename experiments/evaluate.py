@@ -1,9 +1,11 @@
 """Evaluates a trained run: ``python experiments/evaluate.py --workdir RUN [--space SPEC]
-[--split test] [--metrics acc,cf,ex] [--no-shortcut] [--checkpoint best|latest] [--output FILE]``.
+[--split test] [--metrics acc,cf,ex,hf] [--beam 5] [--no-shortcut] [--checkpoint best|latest]
+[--output FILE]``.
 
 Writes the results JSON to RUN/eval/<split>_<space>[_audit].json (and to --output) and prints
-it. Exits with status 1 if CF ≤ EX ≤ Acc fails or, with --no-shortcut, if a certified example
-has a misclassified member (an audit failure). See arc_jax.evaluation and experiments/README.md.
+it. Exits with status 1 if CF ≤ EX ≤ HF ≤ Acc fails (per example, over the metrics computed)
+or, with --no-shortcut, if a certified example has a misclassified member (an audit failure).
+See arc_jax.evaluation and experiments/README.md.
 """
 
 import argparse
@@ -21,8 +23,9 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--workdir", required=True, help="the run directory")
   parser.add_argument("--space", help="perturbation space spec (default: the run's space)")
   parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
-  parser.add_argument("--metrics", default=",".join(METRICS),
-                      help=f"comma-separated subset of {','.join(METRICS)}")
+  parser.add_argument("--metrics",
+                      help=f"comma-separated subset of {','.join(METRICS)} (default: all the "
+                      "run's model supports; Tree-LSTMs: acc,cf,ex)")
   parser.add_argument("--shortcut", action=argparse.BooleanOptionalAction, default=True,
                       help="count certified examples as robust without enumerating them "
                       "(--no-shortcut enumerates and audits them)")
@@ -32,6 +35,8 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--max-candidates", type=int,
                       help="override the run's candidates per word (0: all)")
   parser.add_argument("--exhaustive-batch-size", type=int, default=256)
+  parser.add_argument("--beam", type=int, default=5,
+                      help="HotFlip beam width of hf: candidates per example (default 5)")
   parser.add_argument("--output", help="also write the results JSON here")
   parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
   return parser.parse_args(argv)
@@ -45,10 +50,11 @@ def main(argv=None) -> int:
     logging.getLogger(noisy).setLevel(logging.WARNING)
   try:
     results, status = evaluate_run(
-        args.workdir, space=args.space, split=args.split, metrics=args.metrics.split(","),
-        shortcut=args.shortcut, checkpoint=args.checkpoint, synonyms=args.synonyms,
+        args.workdir, space=args.space, split=args.split,
+        metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,
+        checkpoint=args.checkpoint, synonyms=args.synonyms,
         max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
-        progress=not args.no_progress), 0
+        beam=args.beam, progress=not args.no_progress), 0
   except EvaluationError as error:
     print(error, file=sys.stderr)
     results, status = error.results, 1

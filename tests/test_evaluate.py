@@ -1,22 +1,26 @@
 """End to end on real SST-2: train one epoch of the default config on 256 sentences, then
-evaluate Acc, CF and EX on 64 test sentences with experiments/evaluate.py (and audit mode).
-
-Skipped when the real data cannot be found (see arc_jax.data.paths).
+evaluate Acc, CF, EX and HF on 64 test sentences with experiments/evaluate.py (and audit mode);
+skipped when the real data cannot be found (see arc_jax.data.paths). Without data: the
+consistency check CF ≤ EX ≤ HF ≤ Acc and the argument errors.
 """
 
 import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from arc_jax.data import paths
+from arc_jax.evaluation import EvaluationError, _check, evaluate_run
 from arc_jax.train import RunExistsError, train_and_evaluate
 
 try:
   paths.find_data_file("sst2/train.tsv.gz")
+  MISSING_DATA = None
 except paths.DataFileNotFoundError as missing:
-  pytest.skip(f"real data not found: {missing}", allow_module_level=True)
+  MISSING_DATA = f"real data not found: {missing}"
+requires_data = pytest.mark.skipif(MISSING_DATA is not None, reason=str(MISSING_DATA))
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -36,7 +40,8 @@ def smoke_config():
   return config
 
 
-def test_train_one_epoch_then_evaluate_acc_cf_ex(tmp_path):
+@requires_data
+def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path):
   run = tmp_path / "run"
   summary = train_and_evaluate(smoke_config(), run)
   assert summary["status"] == "completed" and summary["steps"] == 8
@@ -48,13 +53,17 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex(tmp_path):
 
   evaluate = load_script("evaluate")
   output = tmp_path / "results.json"
-  assert evaluate.main(["--workdir", str(run), "--metrics", "acc,cf,ex", "--output", str(output),
-                        "--no-progress"]) == 0
+  assert evaluate.main(["--workdir", str(run), "--metrics", "acc,cf,ex,hf", "--beam", "3",
+                        "--output", str(output), "--no-progress"]) == 0
   results = json.loads(output.read_text())
   assert results == json.loads((run / "eval" / "test_Del2Sub2.json").read_text())
   metrics = results["metrics"]
   assert {m["total"] for m in metrics.values()} == {64}
-  assert metrics["cf"]["count"] <= metrics["ex"]["count"] <= metrics["acc"]["count"]
+  counts = [metrics[name]["count"] for name in ("cf", "ex", "hf", "acc")]
+  assert counts == sorted(counts)
+  assert metrics["hf"]["beam"] == 3
+  assert metrics["hf"]["counterexamples_found"] == counts[3] - counts[2]
+  assert 0 < metrics["hf"]["candidates_evaluated"] <= 3 * counts[3]
   assert metrics["acc"]["count"] == summary["test"]["correct"]
   assert metrics["cf"]["count"] == summary["test"]["certified"]
   assert results["checkpoint"] == {"which": "best", "step": 8, "epoch": 0}
@@ -65,3 +74,33 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex(tmp_path):
   audit = json.loads((run / "eval" / "test_Del2Sub2_audit.json").read_text())
   assert audit["metrics"]["ex"]["audit_failures"] == []
   assert audit["metrics"]["ex"]["count"] == metrics["ex"]["count"]
+
+
+def flags(**per_example):
+  return {name: np.array(values, bool) for name, values in per_example.items()}
+
+
+def test_check_catches_a_violated_order_per_example():
+  results = {"metrics": {}}
+  ordered = dict(cf=[1, 0, 0, 0], ex=[1, 1, 0, 0], hf=[1, 1, 1, 0], acc=[1, 1, 1, 1])
+  _check(results, flags(**ordered))
+  # Equal counts (ex 2, hf 2), but example 1 is EX-robust and not HF-robust.
+  with pytest.raises(EvaluationError, match=r"1 example\(s\) pass ex but fail hf \(ex 2, hf 2; "
+                     r"first indices \[1\]\)") as caught:
+    _check(results, flags(**dict(ordered, hf=[1, 0, 1, 0])))
+  assert caught.value.results is results
+  with pytest.raises(EvaluationError, match=r"pass hf but fail acc \(hf 3, acc 2"):
+    _check(results, flags(**dict(ordered, acc=[1, 1, 0, 0])))
+  with pytest.raises(EvaluationError, match="pass cf but fail ex"):
+    _check(results, flags(**dict(ordered, cf=[0, 0, 1, 0])))
+  # Metrics not computed are skipped: CF is compared with HF directly.
+  with pytest.raises(EvaluationError, match="pass cf but fail hf"):
+    _check(results, flags(cf=[1, 0], hf=[0, 1], acc=[1, 1]))
+  _check(results, flags(hf=[0, 1], acc=[1, 1]))
+
+
+def test_unknown_metrics_and_bad_beam_name_the_fix(tmp_path):
+  with pytest.raises(ValueError, match=r"\['hotflip'\]; choose from \('acc', 'cf', 'ex', 'hf'\)"):
+    evaluate_run(tmp_path, metrics=["acc", "hotflip"])
+  with pytest.raises(ValueError, match=r"beam=0: .* pass beam >= 1 \(--beam"):
+    evaluate_run(tmp_path, metrics=["hf"], beam=0)

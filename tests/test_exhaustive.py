@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from arc_jax.attacks import exhaustive_robustness
+from arc_jax.attacks import exhaustive_robustness, exhaustive_tree_robustness
 from arc_jax.certify import certify
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.perturbation import PlanBuilder, bucket, parse_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
 
 WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not", "fun"]
 VOCAB = {w: i for i, w in enumerate(WORDS)}
@@ -281,3 +282,34 @@ def test_space_is_restricted_to_the_vocabulary():
   result = exhaustive_robustness(counter, parse_space("[(Sub,1)]", synonyms=SYNONYMS),
                                  [("fun",)], [0], VOCAB, batch_size=4)
   assert result.robust[0] and result.members_evaluated[0] == 2 and counter.rows == 2
+
+
+def keyword_root_logits(batch):
+  """Class 1 iff the tree has a "bad" leaf (padding ids are 0): the tree keyword model."""
+  has_bad = np.any(batch.token_ids == BAD, axis=1)
+  return np.stack([~has_bad, has_bad], axis=1).astype(np.float32)
+
+
+def test_trees_agree_with_brute_force_and_audit_their_certificates():
+  space = tree_space(parse_space("[(Del,1),(Ins,1),(Sub,2)]", synonyms=SYNONYMS)
+                     .restricted_to(VOCAB))
+  trees = [from_nested(n, 0) for n in ((("the", "good"), "movie"), ("a", "fun"), "bad",
+                                       ("film", ("movie", "is")))]
+  builder = TreeBatchBuilder(VOCAB, space, node_buckets=(16,))
+  members = [list(space.enumerate(t)) for t in trees]
+  predicted = [np.argmax(keyword_root_logits(builder.build([from_nested(m) for m in ms])), 1)
+               for ms in members]
+
+  result = exhaustive_tree_robustness(keyword_root_logits, space, trees, builder, batch_size=4)
+  assert result.correct.tolist() == [True, True, False, True]
+  assert result.robust.tolist() == [bool(np.all(p == 0)) for p in predicted] == [
+      False, True, False, True]
+  assert result.counterexamples[0] in members[0] and "bad" in str(result.counterexamples[0])
+  assert result.members_evaluated[[1, 3]].tolist() == [len(members[1]), len(members[3])]
+
+  audit = exhaustive_tree_robustness(keyword_root_logits, space, trees, builder,
+                                     certified=[True, True, False, False], shortcut=False,
+                                     batch_size=4)
+  (failure,) = audit.audit_failures
+  assert (failure.index, failure.sentence, failure.predicted) == (0, (("the", "good"), "movie"), 1)
+  assert json.loads(json.dumps(failure.to_json()))["sentence"] == [["the", "good"], "movie"]

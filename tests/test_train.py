@@ -8,19 +8,24 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 
 from arc_jax import interval as iv
 from arc_jax.certify import Certificate
-from arc_jax.data import make_batch
+from arc_jax.data import make_batch, parse_tree
 from arc_jax.nn import LSTMClassifier
+from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
-from arc_jax.train import (METHODS, Method, RunDirectory, RunExistsError, arc_objective,
-                           clean_objective, data_mesh, default_config, epoch_ramp,
-                           max_of_means_loss, make_optimizer, make_train_step, register_method,
-                           init_state, validate, worst_case_loss, zero_totals)
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
+from arc_jax.train import (METHODS, TASKS, Method, RunDirectory, RunExistsError, data_mesh,
+                           default_config, epoch_ramp, max_of_means_loss, make_optimizer,
+                           make_train_step, register_method, init_state, validate,
+                           worst_case_loss, zero_totals)
 from arc_jax.train.config import RUN_CONTROL_FIELDS
+from arc_jax.train.losses import node_cross_entropy
+from arc_jax.train.tasks import IndexedTrees
 
 CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
 WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
@@ -107,6 +112,16 @@ def test_max_of_means_refuses_more_than_two_classes():
     max_of_means_loss(cert, jnp.zeros((2,), jnp.int32), jnp.ones((2,)))
 
 
+def test_node_cross_entropy_averages_over_the_labelled_nodes_only():
+  rng = np.random.default_rng(2)
+  logits = rng.normal(size=(2, 3, 5)).astype(np.float32)
+  labels = np.array([[4, -1, 0], [-1, -1, 2]])
+  expected = np.mean([-jax.nn.log_softmax(logits[b, n])[labels[b, n]]
+                      for b, n in zip(*np.nonzero(labels >= 0))])
+  got = node_cross_entropy(jnp.asarray(logits), jnp.asarray(labels))
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
 # -- optimiser and steps -----------------------------------------------------------------------
 
 def test_optimizer_clips_then_adds_coupled_weight_decay_then_adam():
@@ -122,29 +137,58 @@ def test_optimizer_clips_then_adds_coupled_weight_decay_then_adam():
     np.testing.assert_allclose(updates[k], expected, rtol=1e-5)
 
 
-def tiny_setup():
-  """A small model, space, batch, and the clean and ARC steps (λ, ε: 0 at step 0, then 0.5, 1)."""
+def test_adagrad_is_torchs_after_clipping_and_coupled_weight_decay():
+  lr, wd, clip = 0.05, 1e-2, 0.25
+  params = {"w": jnp.array([1.0, -2.0])}
+  tx = make_optimizer(lr, wd, clip, "adagrad")
+  state = tx.init(params)
+  p, accumulated = np.array([1.0, -2.0]), np.zeros(2)
+  for g in ([3.0, 4.0], [0.1, -0.05]):  # the first is clipped, the second is not
+    updates, state = tx.update({"w": jnp.array(g)}, state, params)
+    params = optax.apply_updates(params, updates)
+    g = np.array(g) * min(1.0, clip / np.linalg.norm(g)) + wd * p  # torch: clip, then + wd·p
+    accumulated += g ** 2
+    p = p - lr * g / (np.sqrt(accumulated) + 1e-10)
+    np.testing.assert_allclose(params["w"], p, rtol=1e-5)
+
+
+TREES = ("(4 (2 the) (4 (4 good) (2 movie)))", "(0 (2 a) (0 (0 bad) (2 film)))", "(4 good)",
+         "(0 (0 bad) (2 movie))")
+
+
+def tiny_setup(model_kind="lstm"):
+  """A small model, space, batch, and the clean and ARC steps (λ, ε: 0 at step 0, then 0.5, 1)
+  of the task ``model_kind``: four sentences, or the same as trees with labels on every node."""
   rng = np.random.default_rng(0)
-  model = LSTMClassifier(rng.normal(size=(len(WORDS), 4)).astype(np.float32), hidden=5,
-                         projection=4, head_hidden=3, dropout_rate=0.0, rngs=nnx.Rngs(0))
+  embeddings = rng.normal(size=(len(WORDS), 4)).astype(np.float32)
   space = parse_space("[(Del,1),(Sub,1)]", synonyms=SYNONYMS)
-  sentences = [("the", "good", "movie"), ("a", "bad", "film"), ("good",), ("bad", "movie")]
-  batch = make_batch(sentences, [1, 0, 1, 0], range(4), VOCAB, 4,
-                     plan_builder=PlanBuilder(space, VOCAB))
+  if model_kind == "lstm":
+    model = LSTMClassifier(embeddings, hidden=5, projection=4, head_hidden=3, dropout_rate=0.0,
+                           rngs=nnx.Rngs(0))
+    sentences = [("the", "good", "movie"), ("a", "bad", "film"), ("good",), ("bad", "movie")]
+    batch = make_batch(sentences, [1, 0, 1, 0], range(4), VOCAB, 4,
+                       plan_builder=PlanBuilder(space, VOCAB))
+  else:
+    model = TreeLSTMClassifier(embeddings, hidden=8, dropout_rate=0.0, rngs=nnx.Rngs(0))
+    space = tree_space(space)
+    batch = IndexedTrees(TreeBatchBuilder(VOCAB, space).build([parse_tree(t) for t in TREES]),
+                         np.arange(4))
+  task = TASKS[model_kind]
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
   tx = make_optimizer(3e-2, 0.0, 1.0)
-  objective = arc_objective(space.signature, epoch_ramp(0.0, 0.5, 2, 1), epoch_ramp(0.0, 1.0, 2, 1),
-                            "worst_case")
+  objective = task.arc_objective(space.signature, epoch_ramp(0.0, 0.5, 2, 1),
+                                 epoch_ramp(0.0, 1.0, 2, 1), "worst_case")
   mesh = data_mesh(jax.devices()[:1])
-  steps = make_train_step(graphdef, tx, clean_objective, mesh), make_train_step(graphdef, tx,
-                                                                                objective, mesh)
+  steps = (make_train_step(graphdef, tx, task.clean_objective, mesh),
+           make_train_step(graphdef, tx, objective, mesh))
   fresh = lambda: init_state(jax.tree.map(jnp.copy, params), tx, 0)  # steps donate the state
   return fresh, rest, batch, steps
 
 
-def test_arc_step_with_zero_lambda_and_eps_is_the_clean_step():
+@pytest.mark.parametrize("model_kind", ["lstm", "tree_lstm"])
+def test_arc_step_with_zero_lambda_and_eps_is_the_clean_step(model_kind):
   """λ = 0, ε = 0: the DP's slot 0 gives the clean forward pass, so both steps agree."""
-  fresh, rest, batch, steps = tiny_setup()
+  fresh, rest, batch, steps = tiny_setup(model_kind)
   results = [step(fresh(), rest, batch, zero_totals()) for step in steps]
   (clean, clean_totals), (arc, arc_totals) = jax.device_get(results)
   for a, b in zip(jax.tree.leaves(clean.params), jax.tree.leaves(arc.params)):
@@ -154,8 +198,9 @@ def test_arc_step_with_zero_lambda_and_eps_is_the_clean_step():
   assert arc_totals["certify_examples"] == 4 and clean_totals["certify_examples"] == 0
 
 
-def test_arc_steps_learn_to_certify():
-  fresh, rest, batch, (_, step) = tiny_setup()
+@pytest.mark.parametrize("model_kind", ["lstm", "tree_lstm"])
+def test_arc_steps_learn_to_certify(model_kind):
+  fresh, rest, batch, (_, step) = tiny_setup(model_kind)
   state, losses = fresh(), []
   for _ in range(60):
     state, totals = step(state, rest, batch, zero_totals())
@@ -172,8 +217,12 @@ PAPER_ROWS = {
             "bilstm,sub2ins2", "bilstm,del2ins2"],
     "augment": ["lstm,del2sub2", "lstm,sub2ins2", "lstm,del2ins2", "lstm,review",
                 "bilstm,del2sub2", "bilstm,sub2ins2", "bilstm,del2ins2"],
+    "hotflip": ["lstm,del2sub2", "lstm,sub2ins2", "lstm,del2ins2", "lstm,review",
+                "bilstm,del2sub2", "bilstm,sub2ins2", "bilstm,del2ins2"],
     "normal": ["lstm", "bilstm"],
     "imdb": ["sub1", "sub2"],
+    "tree": ["normal", "arc,del2sub2", "arc,sub2ins2", "arc,del2ins2", "augment,del2sub2",
+             "augment,sub2ins2", "augment,del2ins2"],
 }
 
 
@@ -196,20 +245,67 @@ def test_every_paper_row_has_a_valid_config_with_its_lambda():
                                                                                 0.8)
   normal = load_config_module("normal").get_config()
   assert (normal.method, normal.early_stopping, normal.num_epochs) == ("normal", 5, 24)
+  for family in ("augment", "hotflip"):
+    module = load_config_module(family)
+    configs = [module.get_config(r) for r in PAPER_ROWS[family]]
+    assert {(c.method, c.early_stopping, c.lambda_max) for c in configs} == {(family, 5, 0.0)}
+  for family in ("arc", "augment", "hotflip"):
+    module = load_config_module(family)
+    assert [module.get_config(r).max_candidates for r in ("lstm,review", "lstm,del2sub2")] == [0, 1]
+    assert module.get_config("bilstm,sub2ins2").bidirectional
+
+
+def test_tree_rows_follow_the_original_tree_script():
+  tree = load_config_module("tree")
+  configs = {row: tree.get_config(row) for row in PAPER_ROWS["tree"]}
+  for c in configs.values():
+    assert (c.model, c.dataset, c.optimizer, c.batch_size, c.learning_rate, c.weight_decay,
+            c.grad_clip, c.hidden, c.dropout_rate, c.synonyms, c.max_candidates) == (
+                "tree_lstm", "sst_trees", "adagrad", 20, 0.05, 1e-4, 0.25, 150, 0.5, "ppdb", 1)
+  arc = [configs[f"arc,{s}"] for s in ("del2sub2", "sub2ins2", "del2ins2")]
+  assert [(c.lambda_max, c.num_epochs, c.ramp_epochs) for c in arc] == [
+      (0.07, 30, 20), (0.06, 30, 20), (0.07, 30, 20)]
+  assert [c.space for c in arc] == ["[(Del,2),(Sub,2)]", "[(Sub,2),(Ins,2)]", "[(Del,2),(Ins,2)]"]
+  normal, augment = configs["normal"], configs["augment,sub2ins2"]
+  assert (normal.name, normal.method, normal.num_epochs, normal.early_stopping) == (
+      "normal_tree", "normal", 50, 10)
+  assert (augment.name, augment.num_epochs, augment.early_stopping, augment.lambda_max) == (
+      "augment_tree_sub2ins2", 30, 5, 0.0)
+  assert tree.get_config().name == "arc_tree_del2sub2"
+  with pytest.raises(ValueError, match="No Tree-LSTM row 'hotflip,del2sub2'.*augment,del2ins2"):
+    tree.get_config("hotflip,del2sub2")
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(dataset="sst_trees"), "not a dataset of model 'lstm'.*config.model='tree_lstm'"),
+    (dict(model="tree_lstm"), "not a dataset of model 'tree_lstm'"),
+    (dict(model="tree_lstm", dataset="sst_trees", method="hotflip"), "not available .*'arc'"),
+    (dict(model="tree_lstm", dataset="sst_trees", robust_loss="max_of_means"), "'worst_case'"),
+    (dict(model="gru"), "'lstm', 'tree_lstm'"),
+    (dict(optimizer="sgd"), "'adagrad', 'adam'"),
+])
+def test_model_dataset_method_and_optimizer_must_fit_together(changes, message):
+  config = default_config()
+  config.update(changes)
+  with pytest.raises(ValueError, match=message):
+    validate(config)
 
 
 def test_unknown_rows_and_settings_name_the_choices():
   with pytest.raises(ValueError, match="lstm,del2sub2"):
     load_config_module("arc").get_config("bilstm,review")
+  with pytest.raises(ValueError, match="No hotflip row 'lstm,sub3'.*bilstm,del2ins2"):
+    load_config_module("hotflip").get_config("lstm,sub3")
   config = default_config()
-  config.method = "hotflip"
-  with pytest.raises(ValueError, match="'arc'"):
+  config.method = "fgsm"
+  with pytest.raises(ValueError, match="'arc'.*'hotflip'"):
     validate(config)
 
 
 def test_method_registry_is_the_extension_point():
-  assert {"normal", "augment", "arc"} <= set(METHODS)
+  assert {"normal", "augment", "hotflip", "arc"} <= set(METHODS)
   assert METHODS["arc"].certified and not METHODS["augment"].certified
+  assert not METHODS["hotflip"].certified and METHODS["hotflip"].batch_transform is not None
   with pytest.raises(ValueError, match="already registered"):
     register_method("arc", Method(certified=True))
 
@@ -238,6 +334,15 @@ def test_run_directory_resumes_unfinished_and_refuses_finished(tmp_path):
     RunDirectory(run.path).start(config)
   assert RunDirectory(run.path).start(config, overwrite=True) is False
   assert sorted(p.name for p in run.path.iterdir()) == ["config.json", "notes.txt"]
+
+
+def test_runs_written_before_a_field_existed_resume_with_its_default(tmp_path):
+  config = default_config()
+  older = {k: v for k, v in config.to_dict().items() if k not in ("model", "optimizer")}
+  (tmp_path / "config.json").write_text(json.dumps(older))
+  run = RunDirectory(tmp_path)
+  assert (run.config().model, run.config().optimizer) == ("lstm", "adam")
+  assert run.start(config) is True
 
 
 def test_run_directory_refuses_a_foreign_directory(tmp_path):

@@ -1,9 +1,10 @@
 """An interrupted run resumes to exactly the parameters, metrics and summary of a whole run.
 
-Tiny data (a fake data root with short sentences, so one length bucket), a tiny model, data
-augmentation (so the per-step sampling seeds are exercised too) and dropout. The run is stopped
-twice: by ``max_steps`` (a clean stop that saves a checkpoint) and by an exception raised inside
-the loop one step after a periodic checkpoint (a crash that loses a step).
+Tiny data (a fake data root with short sentences, so one length bucket, and the same sentences
+as small SST-style trees), a tiny model (LSTM, and Tree-LSTM), data augmentation (so the
+per-step sampling seeds are exercised too) and dropout. The run is stopped twice: by
+``max_steps`` (a clean stop that saves a checkpoint) and by an exception raised inside the loop
+one step after a periodic checkpoint (a crash that loses a step).
 """
 
 import json
@@ -56,22 +57,50 @@ def sentences(rng, n):
   return rows
 
 
+def bracketed_tree(rng, sentence):
+  """The sentence as a random binary SST tree; a node is labelled 4 (0) if its subtree holds a
+  positive (negative) word, else 2."""
+  nodes = sentence.split()
+  while len(nodes) > 1:
+    i = int(rng.integers(len(nodes) - 1))
+    nodes[i:i + 2] = [(nodes[i], nodes[i + 1])]
+
+  def leaves(node):
+    return {node} if isinstance(node, str) else leaves(node[0]) | leaves(node[1])
+
+  def text(node):
+    words = leaves(node)
+    label = 4 if words & set(POSITIVE) else 0 if words & set(NEGATIVE) else 2
+    if isinstance(node, str):
+      return f"({label} {node})"
+    return f"({label} {text(node[0])} {text(node[1])})"
+
+  return text(nodes[0])
+
+
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
-  """A fake data root whose SST-2 has 48 / 8 / 8 short sentences; its own cache."""
+  """A fake data root whose SST-2 has 48 / 8 / 8 short sentences, and the SST trees the same
+  sentences as small trees; its own cache."""
   root = write_data_root(tmp_path_factory.mktemp("tiny_root"))
   rng = np.random.default_rng(0)
   tsv = lambda rows: ["sentence\tlabel"] + [f"{s} \t{l}" for s, l in rows]
-  write_gzip_lines(root / "sst2" / "train.tsv.gz", tsv(sentences(rng, 48)))
-  write_gzip_lines(root / "sst2" / "dev.tsv.gz", tsv(sentences(rng, 8)))
-  (root / "sst2" / "test.txt").write_text("\n".join(f"{l} {s}" for s, l in sentences(rng, 8)))
+  splits = {"train": sentences(rng, 48), "dev": sentences(rng, 8), "test": sentences(rng, 8)}
+  write_gzip_lines(root / "sst2" / "train.tsv.gz", tsv(splits["train"]))
+  write_gzip_lines(root / "sst2" / "dev.tsv.gz", tsv(splits["dev"]))
+  (root / "sst2" / "test.txt").write_text("\n".join(f"{l} {s}" for s, l in splits["test"]))
+  for name, rows in splits.items():
+    write_gzip_lines(root / "sst" / f"{name}.txt.gz", [bracketed_tree(rng, s) for s, _ in rows])
   return root, tmp_path_factory.mktemp("tiny_cache")
 
 
-def tiny_config():
+def tiny_config(model):
   c = default_config()
   c.name = "resume_test"
   c.method = "augment_crash_test"
+  c.model = model
+  if model == "tree_lstm":
+    c.dataset, c.optimizer = "sst_trees", "adagrad"
   c.space = "[(Del,1),(Sub,1)]"
   c.hidden, c.projection, c.head_hidden = 6, 5, 4
   c.batch_size = c.eval_batch_size = 8  # 6 steps per epoch
@@ -93,25 +122,27 @@ def final_state(workdir: Path):
 
 
 @pytest.mark.filterwarnings("ignore:Sharding info not provided")  # raw restores in final_state
-def test_interrupted_runs_resume_to_the_uninterrupted_result(tiny_data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("model", ["lstm", "tree_lstm"])
+def test_interrupted_runs_resume_to_the_uninterrupted_result(tiny_data, tmp_path, monkeypatch,
+                                                             model):
   root, cache = tiny_data
   monkeypatch.setenv("ARC_DATA_DIR", str(root))
   monkeypatch.setenv("ARC_CACHE_DIR", str(cache))
-  reference = train_and_evaluate(tiny_config(), tmp_path / "reference")
+  reference = train_and_evaluate(tiny_config(model), tmp_path / "reference")
   assert reference["status"] == "completed" and reference["steps"] == 12
 
-  stopping = tiny_config()
+  stopping = tiny_config(model)
   stopping.max_steps = 4
   assert train_and_evaluate(stopping, tmp_path / "run") == {
       "status": "stopped", "step": 4, "workdir": str(tmp_path / "run")}
   CRASH["at"] = 10
   try:
     with pytest.raises(Crash):
-      train_and_evaluate(tiny_config(), tmp_path / "run")
+      train_and_evaluate(tiny_config(model), tmp_path / "run")
   finally:
     CRASH["at"] = None
   assert final_state(tmp_path / "run")[0] == 9
-  resumed = train_and_evaluate(tiny_config(), tmp_path / "run")
+  resumed = train_and_evaluate(tiny_config(model), tmp_path / "run")
 
   assert without_timings(resumed) == without_timings(reference)
   logs = [[without_timings(json.loads(l)) for l in (d / "metrics.jsonl").read_text().splitlines()]

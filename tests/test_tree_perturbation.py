@@ -5,16 +5,20 @@ is checked on the paper's figures, against a brute-force product of leaf choices
 independent set-level run of the paper's transition equations (appendix "Handling Tree-LSTMs").
 """
 
+import collections
 import itertools
+import math
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import arc_jax
+from arc_jax.attacks import sample_tree_member
+from arc_jax.data import parse_tree
 from arc_jax.perturbation import parse_space
-from arc_jax.perturbation.trees import (TreeBatchBuilder, from_nested, hu_schedule, to_nested,
-                                        tree_space)
+from arc_jax.perturbation.trees import (TreeBatchBuilder, from_nested, hu_schedule,
+                                        rewrite_leaves, to_nested, tree_space)
 from reference_spaces import ref_replacements
 
 STOP = ("a", "the", "to")
@@ -196,6 +200,69 @@ def test_count_is_the_number_of_application_choices(nested, space):
   count = tspace.count(tree)
   assert count == brute_force_choices(nested, tspace)
   assert len(list(tspace.enumerate(tree))) <= count
+
+
+# --- labelled rewrites and random members (data augmentation) ----------------------------------
+
+
+def test_rewritten_trees_carry_each_node_label_to_what_the_node_became():
+  tree = parse_tree("(4 (2 the) (3 (3 good) (1 movie)))")
+  # Deleting "the" contracts the root onto its right child, which takes the root's label.
+  kept = rewrite_leaves(tree, [None, "fine", "movie"])
+  assert (to_nested(kept), kept.labels) == (("fine", "movie"), (3, 1, 4))
+  # A duplicated leaf becomes an internal node; it and its two copies keep the leaf's label.
+  dup = rewrite_leaves(tree, ["the", "good", ("movie", "movie")])
+  assert to_nested(dup) == ("the", ("good", ("movie", "movie")))
+  assert dup.labels == (2, 3, 1, 1, 1, 3, 4)
+  assert rewrite_leaves(parse_tree("(1 (2 the) (2 a))"), [None, None]) is None
+
+
+def choice_distribution(nested, space):
+  """Tree → number of application choices giving it, by the definition (independent code)."""
+  tree = tree_of(nested)
+  options = [[None] + space.leaf_rewrites(w) for w in tree.tokens]
+
+  def apply(node, results):
+    if isinstance(node, str):
+      return next(results)
+    left, right = apply(node[0], results), apply(node[1], results)
+    return right if left is None else left if right is None else (left, right)
+
+  counts = collections.Counter()
+  for choice in itertools.product(*options):
+    used = collections.Counter(o[0] for o in choice if o is not None)
+    if any(used[k] > d for k, d in enumerate(space.budgets)):
+      continue
+    leaves = iter(w if o is None else o[1] for w, o in zip(tree.tokens, choice))
+    member = apply(nested, leaves)
+    if member is not None:
+      counts[member] += 1
+  return counts
+
+
+@pytest.mark.parametrize("text, spec", [
+    # Deleting either "the" gives the same tree: uniform over choices, not over trees.
+    ("(3 (2 (2 the) (2 the)) (4 good))", "[(Del,2),(Ins,1),(Sub,1)]"),
+    # Deleting both leaves leaves no tree: that choice is redrawn.
+    ("(1 (2 the) (2 a))", "[(Del,2),(Ins,1)]")])
+def test_tree_samples_are_uniform_over_application_choices_with_labels(text, spec):
+  space = space_of(spec, {"good": ["fine"]})
+  tree = parse_tree(text)
+  expected = choice_distribution(to_nested(tree), space)
+  total = sum(expected.values())
+  assert total == space.count(tree)
+
+  draws = 3000
+  rng = np.random.default_rng(0)
+  samples = [sample_tree_member(space, tree, rng) for _ in range(draws)]
+  counts = collections.Counter(to_nested(t) for t in samples)
+  assert set(counts) <= set(expected)
+  for member, ways in expected.items():
+    p = ways / total
+    assert abs(counts[member] - draws * p) <= 5 * math.sqrt(draws * p * (1 - p)), member
+  assert all(t.label == tree.label and min(t.labels) >= 0 for t in samples)
+  first = sample_tree_member(space, tree, np.random.default_rng(5))
+  assert all(sample_tree_member(space, tree, np.random.default_rng(5)) == first for _ in range(3))
 
 
 # --- schedules and batches --------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Random members of S(x) for the data-augmentation baseline (DESIGN.md §6).
+"""Random members of S(x) (strings) and S(t) (trees) for the data-augmentation baseline
+(DESIGN.md §6).
 
 Sampling is uniform over *application choices* (sets of non-overlapping (window,
 transformation, replacement) picks within the budgets, see :mod:`arc_jax.perturbation.spaces`),
@@ -21,7 +22,9 @@ from typing import Sequence
 
 import numpy as np
 
+from arc_jax.data.trees import Tree
 from arc_jax.perturbation.spaces import Space, Tokens
+from arc_jax.perturbation.trees import TreeSpace, leaf_result, rewrite_leaves
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,15 +83,16 @@ def _uniform_below(rng: np.random.Generator, bound: int) -> int:
       return value
 
 
-def _decode(space: Space, counts: _ChoiceCounts, u: int) -> Tokens:
-  """The string of the application choice with index ``u`` in [0, counts.total)."""
-  out: list[str] = []
+def _decode_pieces(space: Space, counts: _ChoiceCounts, u: int) -> list[tuple[int | None, Tokens]]:
+  """The application choice with index ``u`` in [0, counts.total), left to right: one
+  ``(k, tokens written)`` per kept token (k = None) or applied T_k (its window's replacement)."""
+  out: list[tuple[int | None, Tokens]] = []
   i, r = 0, len(counts.ways[0]) - 1
   n = len(counts.tokens)
   while i < n:
     keep = counts.ways[i + 1][r]
     if u < keep:
-      out.append(counts.tokens[i])
+      out.append((None, counts.tokens[i:i + 1]))
       i += 1
       continue
     u -= keep
@@ -99,12 +103,17 @@ def _decode(space: Space, counts: _ChoiceCounts, u: int) -> Tokens:
       per_replacement = counts.ways[i + t.s][rest]
       block = len(replacements) * per_replacement
       if u < block:
-        out.extend(replacements[u // per_replacement])
+        out.append((k, replacements[u // per_replacement]))
         u %= per_replacement
         i, r = i + t.s, rest
         break
       u -= block
-  return tuple(out)
+  return out
+
+
+def _decode(space: Space, counts: _ChoiceCounts, u: int) -> Tokens:
+  """The string of the application choice with index ``u`` in [0, counts.total)."""
+  return tuple(w for _, piece in _decode_pieces(space, counts, u) for w in piece)
 
 
 def sample_member(space: Space, tokens: Sequence[str], rng: np.random.Generator) -> Tokens:
@@ -149,3 +158,28 @@ def augment_batch(space: Space, sentences: Sequence[Sequence[str]], rng: np.rand
     out += [_decode(space, counts, _uniform_below(rng, counts.total))
             for _ in range(n_per_sentence)]
   return out
+
+
+def sample_tree_member(space: TreeSpace, tree: Tree, rng: np.random.Generator) -> Tree:
+  """A random tree of S(tree), uniform over its application choices, with node labels.
+
+  Tree rewrites are 1-token transformations, so the application choices of a tree are those of
+  the string of its leaves under ``space.space`` (at most one rewrite per leaf, within the
+  budgets), less the one that deletes every leaf (no tree): a choice is drawn as for strings
+  (:func:`sample_member`) and redrawn in that one case, which keeps the draw uniform over the
+  others. The labels carry over as :func:`~arc_jax.perturbation.trees.rewrite_leaves` describes
+  (the root keeps the tree's label).
+
+  Args:
+    space: the tree space (restricted to the vocabulary, see :func:`sample_member`).
+    tree: the tree t.
+    rng: the source of randomness; the sample is a function of its state.
+  """
+  counts = _choice_counts(space.space, tree.tokens)
+  while True:
+    pieces = _decode_pieces(space.space, counts, _uniform_below(rng, counts.total))
+    leaves = [word if k is None else leaf_result(space.kinds[k], piece)
+              for word, (k, piece) in zip(tree.tokens, pieces)]
+    member = rewrite_leaves(tree, leaves)
+    if member is not None:
+      return member

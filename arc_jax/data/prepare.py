@@ -40,6 +40,16 @@ class TextSplit:
   labels: np.ndarray
   source_indices: np.ndarray
 
+  def __len__(self) -> int:
+    return len(self.tokens)
+
+  def __getitem__(self, rows: slice) -> TextSplit:
+    """The split limited to ``rows`` (a slice, e.g. ``split[:n]``), as tree splits (lists) are."""
+    if not isinstance(rows, slice):
+      raise TypeError(f"A TextSplit is sliced (split[:n]); got {rows!r}. Read single examples "
+                      "from split.tokens and split.labels.")
+    return TextSplit(self.tokens[rows], self.labels[rows], self.source_indices[rows])
+
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentData:

@@ -129,7 +129,7 @@ class TreeSpace:
       if self.budgets[k] == 0:
         continue
       for r in t.replacements((word,)):
-        out.append((k, None if kind == DEL else r if kind == DUP else r[0]))
+        out.append((k, leaf_result(kind, r)))
     return out
 
   def is_deletable(self, word: str) -> bool:
@@ -159,10 +159,11 @@ class TreeSpace:
                           chosen + (result,))
 
     for leaves in walk(0, self.budgets, ()):
-      out = _rebuild(tree, leaves)
-      if out is not None and out not in seen:
-        seen.add(out)
-        yield out
+      out = rewrite_leaves(tree, leaves)
+      nested = None if out is None else to_nested(out)
+      if nested is not None and nested not in seen:
+        seen.add(nested)
+        yield nested
 
   def count(self, tree: Tree) -> int:
     """The exact number of application choices of ``tree`` (Python int, no enumeration).
@@ -209,21 +210,65 @@ def tree_space(space: Space) -> TreeSpace:
   return TreeSpace(space, tuple(kinds))
 
 
-def _rebuild(tree: Tree, leaves: Sequence[Nested | None]) -> Nested | None:
-  """The tree of ``tree`` whose leaves became ``leaves`` (None = deleted), contracted."""
-  stack = []
+def leaf_result(kind: str, replacement: tuple[str, ...]) -> Nested | None:
+  """What a leaf becomes under the tree rewrite ``kind`` whose string transformation writes
+  ``replacement``: None (Del), the pair of copies (Dup) or the synonym (Sub)."""
+  return None if kind == DEL else replacement if kind == DUP else replacement[0]
+
+
+def rewrite_leaves(tree: Tree, leaves: Sequence[Nested | None]) -> Tree | None:
+  """The tree of ``tree`` whose leaves became ``leaves`` (a word, a pair of words, or None =
+  deleted), contracted as in the module docstring; None when every leaf is deleted.
+
+  Node labels carry over to what each node of ``tree`` became: a kept or substituted leaf and a
+  node keeping both children keep their labels; a duplicated leaf becomes an internal node with
+  two leaves, all three with the leaf's label; a node left with one child is replaced by that
+  child, which takes the node's label (the node's subtree *became* that child's, so the root
+  always keeps the root label, as the certificate's per-node labels assume).
+  """
+  tokens, left, right, labels = [], [], [], []
+
+  def add(label, word=None, children=(-1, -1)):
+    if word is not None:
+      tokens.append(word)
+    left.append(children[0])
+    right.append(children[1])
+    labels.append(label)
+    return len(labels) - 1
+
+  stack = []  # per visited node of ``tree``: the index of what it became, or None
   for node, leaf in enumerate(tree.leaf_index):
+    label = tree.labels[node]
     if leaf >= 0:
-      stack.append(leaves[leaf])
+      new = leaves[leaf]
+      if new is None or isinstance(new, str):
+        stack.append(None if new is None else add(label, new))
+      else:
+        stack.append(add(label, children=(add(label, new[0]), add(label, new[1]))))
       continue
-    right, left = stack.pop(), stack.pop()
-    stack.append(left if right is None else right if left is None else (left, right))
-  return stack[0]
+    r, l = stack.pop(), stack.pop()
+    if l is None or r is None:
+      survivor = r if l is None else l
+      if survivor is not None:
+        labels[survivor] = label
+      stack.append(survivor)
+    else:
+      stack.append(add(label, children=(l, r)))
+  if stack[0] is None:
+    return None
+  return Tree(tuple(tokens), tuple(left), tuple(right), tuple(labels))
 
 
 def to_nested(tree: Tree) -> Nested:
   """``tree`` as nested pairs of leaf words."""
-  return _rebuild(tree, tree.tokens)
+  stack = []
+  for leaf in tree.leaf_index:
+    if leaf >= 0:
+      stack.append(tree.tokens[leaf])
+    else:
+      right = stack.pop()
+      stack.append((stack.pop(), right))
+  return stack[0]
 
 
 def from_nested(nested: Nested, root_label: int = -1) -> Tree:

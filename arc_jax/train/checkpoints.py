@@ -27,7 +27,7 @@ import ml_collections
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
-from arc_jax.train.config import RUN_CONTROL_FIELDS
+from arc_jax.train.config import RUN_CONTROL_FIELDS, with_defaults
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class RunDirectory:
       raise RunExistsError(f"{self.path} holds a finished run ({self.summary_file.name} "
                            "exists). Pass --overwrite to replace it, or choose another --workdir.")
     if self.config_file.exists():
-      saved = json.loads(self.config_file.read_text())
+      saved = self.config().to_dict()
       changed = sorted(k for k in set(saved) | set(resolved)
                        if k not in RUN_CONTROL_FIELDS and saved.get(k) != resolved.get(k))
       if changed:
@@ -102,10 +102,11 @@ class RunDirectory:
         target.unlink()
 
   def config(self) -> ml_collections.ConfigDict:
+    """The run's config; fields added after it was written take their defaults."""
     if not self.config_file.exists():
       raise FileNotFoundError(f"{self.config_file} not found: {self.path} is not a run directory "
                               "(train one with experiments/train.py --workdir).")
-    return ml_collections.ConfigDict(json.loads(self.config_file.read_text()))
+    return with_defaults(json.loads(self.config_file.read_text()))
 
   def log(self, record: dict[str, Any]) -> None:
     """Appends one JSON line to metrics.jsonl (process 0 only)."""

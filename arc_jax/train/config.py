@@ -2,7 +2,9 @@
 
 Experiment configs (``experiments/configs/*.py``) start from :func:`default_config` and change
 values only, so every run directory's ``config.json`` has the same keys. The defaults are the
-original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (REFERENCE.md §7.1, §10.2).
+original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (REFERENCE.md §7.1, §10.2). A field
+added later defaults to what runs did before it existed, so older run directories read with
+:func:`with_defaults` mean what they meant.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from ml_collections import config_dict
 
 from arc_jax.train.losses import ROBUST_LOSSES
 from arc_jax.train.methods import METHODS
+from arc_jax.train.steps import OPTIMIZERS
+from arc_jax.train.tasks import TASKS
 
 PAPER_SPACES = {
     "del2sub2": "[(Del,2),(Sub,2)]",
@@ -20,6 +24,10 @@ PAPER_SPACES = {
     "review": "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]",
 }
 """The SST-2 spaces of the paper's LSTM tables (S_review last), by config key."""
+
+SST2_ROWS = tuple((model, space) for model in ("lstm", "bilstm") for space in PAPER_SPACES
+                  if (model, space) != ("bilstm", "review"))
+"""(model, space key) of every row of the paper's SST-2 LSTM tables; S_review is LSTM only."""
 
 RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every")
 """Fields that may differ when an unfinished run is resumed: they steer the process, not the
@@ -31,8 +39,11 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = "arc_lstm_del2sub2"
   c.method = "arc"  # a key of arc_jax.train.METHODS
+  # The model family (a key of arc_jax.train.tasks.TASKS): "lstm" (LSTM / Bi-LSTM, datasets
+  # sst2, imdb) or "tree_lstm" (Tree-LSTM, dataset sst_trees).
+  c.model = "lstm"
 
-  # Data (arc_jax.data.prepare_lstm_data). Counts limit a split to its first examples.
+  # Data (the task's prepare_data). Counts limit a split to its first examples.
   c.dataset = "sst2"
   c.synonyms = "ppdb"  # ARC's SST-2 runs: PPDB with --use-fewer-sub (one candidate per word)
   c.max_candidates = 1  # 0: every candidate
@@ -42,7 +53,7 @@ def default_config() -> ml_collections.ConfigDict:
   # The perturbation space certified (ARC), sampled (augment) and reported on dev.
   c.space = "[(Del,2),(Sub,2)]"
 
-  # Model (arc_jax.nn.LSTMClassifier).
+  # Model (arc_jax.nn.LSTMClassifier; the Tree-LSTM uses hidden and dropout_rate only).
   c.bidirectional = False
   c.pooling = "final"
   c.hidden = 100
@@ -50,7 +61,9 @@ def default_config() -> ml_collections.ConfigDict:
   c.head_hidden = 100
   c.dropout_rate = 0.2
 
-  # Optimiser: clip the global norm, add coupled L2 (torch Adam's weight_decay), Adam.
+  # Optimiser: clip the global norm, add coupled L2 (torch's weight_decay), then
+  # arc_jax.train.steps.OPTIMIZERS[optimizer]: "adam" (LSTMs) or "adagrad" (Tree-LSTM).
+  c.optimizer = "adam"
   c.batch_size = 32
   c.learning_rate = 1e-3
   c.weight_decay = 1e-4
@@ -76,14 +89,63 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
+def sst2_row_config(method: str, row: str) -> ml_collections.ConfigDict:
+  """:func:`default_config` for ``method`` on one row of the paper's SST-2 LSTM tables.
+
+  Sets the method, the run name ``<method>_<model>_<space>``, the architecture and the space;
+  S_review rows use every PPDB candidate (``max_candidates=0``), as the original's S_review ARC
+  run (REFERENCE.md §10.5). Method-specific fields (λ_max, early stopping) are the caller's.
+
+  Args:
+    method: a key of ``METHODS``.
+    row: ``"MODEL,SPACE"``: MODEL ``lstm`` or ``bilstm``, SPACE a key of ``PAPER_SPACES``
+      (``review`` with ``lstm`` only).
+  """
+  model, _, space = row.partition(",")
+  if (model, space) not in SST2_ROWS:
+    raise ValueError(f"No {method} row {row!r}; choose one of: "
+                     f"{', '.join(f'{m},{s}' for m, s in SST2_ROWS)}.")
+  c = default_config()
+  c.name = f"{method}_{model}_{space}"
+  c.method = method
+  c.bidirectional = model == "bilstm"
+  c.space = PAPER_SPACES[space]
+  if space == "review":
+    c.max_candidates = 0
+  return c
+
+
+def with_defaults(saved: dict) -> ml_collections.ConfigDict:
+  """A saved config (``config.json``) with the fields it predates set to their defaults."""
+  config = default_config()
+  config.update(saved)
+  return config
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
   """Raises ValueError naming the field and the fix for inconsistent settings."""
   if config.method not in METHODS:
     raise ValueError(f"config.method={config.method!r} is unknown; choose one of "
                      f"{sorted(METHODS)}.")
-  if config.robust_loss not in ROBUST_LOSSES:
-    raise ValueError(f"config.robust_loss={config.robust_loss!r} is unknown; choose one of "
-                     f"{sorted(ROBUST_LOSSES)}.")
+  if config.model not in TASKS:
+    raise ValueError(f"config.model={config.model!r} is unknown; choose one of {sorted(TASKS)}.")
+  task = TASKS[config.model]
+  if config.dataset not in task.datasets:
+    owner = [t.name for t in TASKS.values() if config.dataset in t.datasets]
+    raise ValueError(f"config.dataset={config.dataset!r} is not a dataset of model "
+                     f"{config.model!r} (its datasets: {list(task.datasets)})"
+                     + (f"; it is one of model {owner[0]!r}: set config.model={owner[0]!r}."
+                        if owner else "."))
+  if config.method in task.unsupported_methods:
+    raise ValueError(f"config.method={config.method!r} is not available for model "
+                     f"{config.model!r}; choose one of "
+                     f"{sorted(set(METHODS) - set(task.unsupported_methods))}.")
+  if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in task.robust_losses:
+    raise ValueError(f"config.robust_loss={config.robust_loss!r} is not available for model "
+                     f"{config.model!r}; choose one of {list(task.robust_losses)}.")
+  if config.optimizer not in OPTIMIZERS:
+    raise ValueError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
+                     f"{sorted(OPTIMIZERS)}.")
   for name in ("lambda_start", "lambda_max"):
     if not 0.0 <= config[name] <= 1.0:
       raise ValueError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "

@@ -1,4 +1,5 @@
-"""What a config builds: the data splits, the space, the plan builder, the model and the mesh."""
+"""What a config builds: its task, the data splits, the space, the DP lowering, the model and the
+mesh."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from arc_jax.data import ExperimentData, TextSplit, prepare_lstm_data
+from arc_jax.data import ExperimentData, TextSplit, Tree
 from arc_jax.data.paths import cache_dir
-from arc_jax.nn import LSTMClassifier
 from arc_jax.perturbation import PlanBuilder, Space
+from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSpace
 from arc_jax.train import parallel
+from arc_jax.train.tasks import TASKS, Task
 
 SPLITS = {"train": "num_train", "validation": "num_dev", "test": "num_test"}
 """Split name → the config field that limits it to its first examples."""
@@ -27,21 +29,25 @@ class Experiment:
 
   Attributes:
     config: the config.
+    task: the model family of ``config.model`` (:mod:`arc_jax.train.tasks`).
     data: the prepared data (vocabulary, embeddings, full splits).
-    splits: split name → the split limited by ``num_train`` / ``num_dev`` / ``num_test``.
-    space: ``config.space`` restricted to the vocabulary.
-    plan_builder: DP plans of ``space``, with one replacement-slot count for the whole data
-      (the largest synonym list), so each length bucket compiles once.
+    splits: split name → the split (sentences, or a list of trees) limited by ``num_train`` /
+      ``num_dev`` / ``num_test``.
+    space: ``config.space`` restricted to the vocabulary (a tree space for Tree-LSTMs).
+    builder: lowers examples for the DP with one shape per size bucket for the whole data (DP
+      plans of sentences with the largest synonym list's slot count; trees padded to one node
+      count), so each bucket compiles once.
     graphdef, params, rest: ``nnx.split(model, nnx.Param, ...)`` of the freshly initialised
       model, ``params`` and ``rest`` (the frozen embeddings) replicated on ``mesh``.
     mesh: the data-parallel mesh.
   """
 
   config: ml_collections.ConfigDict
+  task: Task
   data: ExperimentData
-  splits: dict[str, TextSplit]
-  space: Space
-  plan_builder: PlanBuilder
+  splits: dict[str, TextSplit | list[Tree]]
+  space: Space | TreeSpace
+  builder: PlanBuilder | TreeBatchBuilder
   graphdef: nnx.GraphDef
   params: nnx.State
   rest: nnx.State
@@ -62,36 +68,25 @@ def use_compilation_cache() -> None:
   jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
 
 
-def _head(split: TextSplit, n: int | None) -> TextSplit:
-  if n is None:
-    return split
-  return TextSplit(split.tokens[:n], split.labels[:n], split.source_indices[:n])
-
-
 def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Experiment:
   """Prepares the data and initialises the model of ``config`` (seeded by ``config.seed``).
 
   Args:
-    config: a training config (see :func:`arc_jax.train.default_config`).
+    config: a training config (see :func:`arc_jax.train.default_config`); ``config.model``
+      picks the task.
     mesh: the data mesh; default all devices (:func:`parallel.data_mesh`).
   """
   mesh = parallel.data_mesh() if mesh is None else mesh
   parallel.check_batch_size(config.batch_size, mesh)
   parallel.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
-  data = prepare_lstm_data(config.dataset, synonyms=config.synonyms,
-                           max_candidates=config.max_candidates or None)
-  splits = {name: _head(data.splits[name], config[field]) for name, field in SPLITS.items()}
+  task = TASKS[config.model]
+  data = task.prepare_data(config)
+  splits = {name: data.splits[name][:config[field]] for name, field in SPLITS.items()}
   for name, split in splits.items():
-    if not split.tokens:
+    if not len(split):
       raise ValueError(f"The {name} split is empty; raise config.{SPLITS[name]}.")
-  space = data.space(config.space)
-  slots = max((len(c) for c in data.synonyms.values()), default=1) if "Sub" in space.names else 1
-  model = LSTMClassifier(data.embeddings, hidden=config.hidden, projection=config.projection,
-                         head_hidden=config.head_hidden, bidirectional=config.bidirectional,
-                         pooling=config.pooling, dropout_rate=config.dropout_rate,
-                         rngs=nnx.Rngs(config.seed))
-  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  space = task.space(data, config.space)
+  graphdef, params, rest = nnx.split(task.model(config, data), nnx.Param, ...)
   replicated = parallel.replicated(mesh)
-  return Experiment(config, data, splits, space,
-                    PlanBuilder(space, data.vocab, min_replacement_slots=slots), graphdef,
+  return Experiment(config, task, data, splits, space, task.builder(data, space), graphdef,
                     parallel.put(params, replicated), parallel.put(rest, replicated), mesh)

@@ -3,6 +3,7 @@
 ARC's objective (paper §5, DESIGN.md §6) is ``(1 − λ)·clean + λ·robust``; ``robust`` is either
 the cross-entropy on per-example worst-case logits (the default: an upper bound on the loss of
 every string of S(x)) or the original's "max of two batch means" (binary only, for comparison).
+Tree-LSTMs use the same two terms per labelled node (:func:`node_cross_entropy`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,20 @@ def cross_entropy(logits: jax.Array, labels: jax.Array, weights: jax.Array) -> j
   chex.assert_rank(logits, 2)
   chex.assert_shape([labels, weights], (logits.shape[0],))
   return weighted_mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels), weights)
+
+
+def node_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+  """Mean cross-entropy over the labelled nodes of a batch of trees.
+
+  Args:
+    logits: (B, N, K) per node.
+    labels: int (B, N), -1 at unlabelled nodes and padding (they do not count).
+  """
+  chex.assert_rank(logits, 3)
+  chex.assert_shape(labels, logits.shape[:2])
+  labels = labels.reshape(-1)
+  return cross_entropy(logits.reshape(-1, logits.shape[-1]), jnp.maximum(labels, 0),
+                       (labels >= 0).astype(logits.dtype))
 
 
 def worst_case_loss(cert: Certificate, labels: jax.Array, weights: jax.Array) -> jax.Array:

@@ -1,8 +1,10 @@
 """Training methods: how each forms its batches and which dev metric picks its best epoch.
 
-The registry is the extension point for new methods (e.g. HotFlip adversarial training): a
-:class:`Method` with a ``batch_transform`` factory that rewrites each training batch, registered
-under a name that configs select with ``config.method``.
+The registry is the extension point for new methods: a :class:`Method` with a
+``batch_transform`` factory that rewrites each training batch, registered under a name that
+configs select with ``config.method``. Data augmentation and HotFlip adversarial training are two
+such transforms (each batch of B rows becomes 2B rows, x and one member of S(x), formed by the
+experiment's task: ``Task.doubled``, so data augmentation serves sentences and trees alike).
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 from flax import nnx
 
-from arc_jax.attacks import augment_batch
-from arc_jax.data import Batch, make_batch
+from arc_jax.attacks import adversarial_examples
+from arc_jax.data import Batch
 
 if TYPE_CHECKING:
   from arc_jax.train.experiment import Experiment
 
 BatchTransform = Callable[[Batch, int, nnx.State], Batch]
-"""``transform(batch, step, params) -> batch to train on`` (host side, before sharding);
-``params`` are the current (replicated) parameters, for methods that attack the model."""
+"""``transform(batch, step, params) -> batch to train on`` (host side, before sharding; a batch
+of the experiment's task, e.g. ``IndexedTrees`` for trees); ``params`` are the current
+(replicated) parameters, for methods that attack the model."""
 
 _AUGMENT_STREAM = 1  # separates the sampling seeds from the data-order seeds (seed, epoch)
 
@@ -44,20 +47,36 @@ class Method:
 def random_members(experiment: Experiment) -> BatchTransform:
   """Data augmentation: each batch of B rows becomes 2B rows, x and a random member of S(x).
 
-  The samples (``arc_jax.attacks.augment_batch``, uniform over application choices) depend on
-  (seed, step) only, so a resumed run draws the same ones.
+  The samples (``Task.sample_members``: ``arc_jax.attacks.augment_batch`` for sentences,
+  ``sample_tree_member`` for trees, uniform over application choices) depend on (seed, step)
+  only, so a resumed run draws the same ones.
   """
-  train = experiment.splits["train"]
-  vocab, space, seed = experiment.data.vocab, experiment.space, experiment.config.seed
+  task, space, seed = experiment.task, experiment.space, experiment.config.seed
+
+  def transform(batch, step: int, params: nnx.State):
+    del params
+    rng = np.random.default_rng([seed, _AUGMENT_STREAM, step])
+    return task.doubled(experiment, batch,
+                        lambda rows, labels: task.sample_members(space, rows, rng))
+
+  return transform
+
+
+def hotflip_members(experiment: Experiment) -> BatchTransform:
+  """HotFlip adversarial training: each batch of B rows becomes 2B rows, x and the top-1 HotFlip
+  string of x under ``experiment.space`` (``arc_jax.attacks.adversarial_examples``, beam 1, as
+  the original; x itself when no rewrite scores above 0).
+
+  The attack uses the current parameters without dropout (the original's ``model.eval()``) and
+  is a function of them, so a resumed run makes the same strings.
+  """
+  vocab, space = experiment.data.vocab, experiment.space
+  graphdef, rest, batch_size = experiment.graphdef, experiment.rest, experiment.config.batch_size
 
   def transform(batch: Batch, step: int, params: nnx.State) -> Batch:
-    del params
-    indices = batch.indices[batch.indices >= 0]
-    rows = [train.tokens[i] for i in indices]
-    rng = np.random.default_rng([seed, _AUGMENT_STREAM, step])
-    sentences = rows + augment_batch(space, rows, rng)
-    labels = np.concatenate([train.labels[indices]] * 2)
-    return make_batch(sentences, labels, range(len(sentences)), vocab, 2 * len(batch.labels))
+    del step
+    return experiment.task.doubled(experiment, batch, lambda rows, labels: adversarial_examples(
+        graphdef, (params, rest), space, rows, labels, vocab, batch_size=batch_size))
 
   return transform
 
@@ -65,6 +84,7 @@ def random_members(experiment: Experiment) -> BatchTransform:
 METHODS: dict[str, Method] = {
     "normal": Method(certified=False),
     "augment": Method(certified=False, batch_transform=random_members),
+    "hotflip": Method(certified=False, batch_transform=hotflip_members),
     "arc": Method(certified=True),
 }
 

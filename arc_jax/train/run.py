@@ -1,11 +1,15 @@
 """``train_and_evaluate(config, workdir)``: the training loop of every method, resumable.
 
-Per epoch: train on the shuffled, length-bucketed batches (ARC's objective with the DP when
+Per epoch: train on the shuffled, size-bucketed batches (ARC's objective with the DP when
 λ > 0, else the concrete forward pass), evaluate dev accuracy and certified accuracy, keep the
 best epoch (dev certified accuracy for certified methods, dev accuracy otherwise; ties go to the
 later epoch, as in the original), stop early if configured. At the end the best parameters are
 evaluated on the test split (accuracy and certified accuracy under ``config.space``) and the
 summary is written. Epochs are numbered from 0, like the original's checkpoints.
+
+The loop is the same for every model family: the experiment's task
+(:mod:`arc_jax.train.tasks`) supplies the batches, their placement on the mesh, the objectives
+and the evaluation function; for Tree-LSTMs an example is a tree and its metrics are the root's.
 """
 
 from __future__ import annotations
@@ -20,16 +24,15 @@ import numpy as np
 from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
-from arc_jax.data import iterate_batches, num_batches
+from arc_jax.data import num_batches
 from arc_jax.train import parallel
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError
 from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment
 from arc_jax.train.methods import METHODS
 from arc_jax.train.schedules import epoch_ramp
-from arc_jax.train.steps import (arc_objective, classify_and_certify, clean_objective,
-                                 init_state, make_eval_step, make_optimizer, make_train_step,
-                                 zero_totals)
+from arc_jax.train.steps import (evaluate_split, init_state, make_eval_step, make_optimizer,
+                                 make_train_step, zero_totals)
 
 logger = logging.getLogger(__name__)
 
@@ -78,24 +81,25 @@ class _Trainer:
   def __init__(self, experiment: Experiment, run: RunDirectory, checkpoints: Checkpoints):
     self.exp, self.run, self.checkpoints = experiment, run, checkpoints
     c = self.config = experiment.config
+    task = self.task = experiment.task
     self.method = METHODS[c.method]
-    self.steps_per_epoch = num_batches(len(experiment.splits["train"].tokens), c.batch_size)
+    self.steps_per_epoch = num_batches(len(experiment.splits["train"]), c.batch_size)
     spe = self.steps_per_epoch
     # Methods without certification keep λ = ε = 0 (neither is used).
     on = 1.0 if self.method.certified else 0.0
     self.robust_weight = epoch_ramp(on * c.lambda_start, on * c.lambda_max, c.ramp_epochs, spe)
     self.eps = epoch_ramp(on * c.eps_start, on * c.eps_max, c.ramp_epochs, spe)
-    self.tx = make_optimizer(c.learning_rate, c.weight_decay, c.grad_clip)
+    self.tx = make_optimizer(c.learning_rate, c.weight_decay, c.grad_clip, c.optimizer)
     g, mesh = experiment.graphdef, experiment.mesh
-    self.clean_step = make_train_step(g, self.tx, clean_objective, mesh)
-    self.arc_step = (make_train_step(g, self.tx, arc_objective(
+    self.clean_step = make_train_step(g, self.tx, task.clean_objective, mesh)
+    self.arc_step = (make_train_step(g, self.tx, task.arc_objective(
         experiment.space.signature, self.robust_weight, self.eps, c.robust_loss), mesh)
                      if self.method.certified else None)
-    self.eval_step = make_eval_step(g, experiment.space.signature, mesh)
+    self.eval_step = make_eval_step(g, task.certify_rows(experiment.space.signature), mesh)
     self.transform = (self.method.batch_transform(experiment)
                       if self.method.batch_transform else None)
     self.replicated = parallel.replicated(mesh)
-    self.sharded = parallel.batch_sharded(mesh)
+    self.place = lambda batch: task.put(batch, mesh)
     self.selection = "dev_cf_acc" if self.method.certified else "dev_acc"
 
   # -- state ------------------------------------------------------------------------------
@@ -125,17 +129,12 @@ class _Trainer:
     self.run.truncate_log(step)
     return state, totals, saved
 
-  def _batches(self, split: str, **kwargs):
-    data = self.exp.splits[split]
-    return iterate_batches(data.tokens, data.labels, self.exp.data.vocab, **kwargs)
-
   def _evaluate(self, params, split: str) -> dict[str, Any]:
     """Accuracy and certified accuracy (under ``config.space``) of ``params`` on ``split``."""
-    n = len(self.exp.splits[split].tokens)
-    batches = self._batches(split, batch_size=self.config.eval_batch_size, shuffle=False,
-                            plan_builder=self.exp.plan_builder)
-    correct, certified = classify_and_certify(self.eval_step, params, self.exp.rest, batches, n,
-                                              self.exp.mesh)
+    n = len(self.exp.splits[split])
+    batches = self.task.batches(self.exp, split, self.config.eval_batch_size, certify=True)
+    flags = evaluate_split(self.eval_step, params, self.exp.rest, batches, n, self.place)
+    correct, certified = flags["correct"], flags["certified"]
     return {"examples": n, "correct": int(correct.sum()), "certified": int(certified.sum()),
             "acc": round(float(correct.mean()), 6), "cf_acc": round(float(certified.mean()), 6)}
 
@@ -179,9 +178,8 @@ class _Trainer:
     robust_weight, eps = float(self.robust_weight(first)), float(self.eps(first))
     certify = self.arc_step is not None and robust_weight > 0
     step_fn = self.arc_step if certify else self.clean_step
-    batches = self._batches("train", batch_size=c.batch_size, seed=c.seed, epoch=epoch,
-                            start=step - first,
-                            plan_builder=self.exp.plan_builder if certify else None)
+    batches = self.task.batches(self.exp, "train", c.batch_size, certify=certify, shuffle=True,
+                                seed=c.seed, epoch=epoch, start=step - first)
     start_time = time.perf_counter()
     resumed = step > first
     previous = progress["epoch_seconds"] if resumed else 0.0
@@ -195,7 +193,7 @@ class _Trainer:
       for batch in batches:
         if self.transform is not None:
           batch = self.transform(batch, step, state.params)
-        state, totals = step_fn(state, self.exp.rest, parallel.put(batch, self.sharded), totals)
+        state, totals = step_fn(state, self.exp.rest, self.place(batch), totals)
         step += 1
         bar.update()
         if step % c.log_every == 0:

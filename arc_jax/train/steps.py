@@ -3,8 +3,10 @@
 A step is one ``jax.jit`` around forward, backward and the Optax update. Its objective is either
 the clean cross-entropy (concrete forward pass, no DP) or ARC's ``(1 − λ)·clean + λ·robust``
 from one certification call (with a dropout key, the DP's slot 0 is the clean run under the same
-dropout masks as the box). Metric totals are summed on the device inside the step, so the host
-fetches them only when it logs.
+dropout masks as the box). Objectives and evaluation functions report per-row outcomes
+(:class:`RowMetrics`), so the steps serve every model family: this module holds the generic
+steps and the (Bi-)LSTM objectives, :mod:`arc_jax.train.tasks.tree` the Tree-LSTM ones. Metric
+totals are summed on the device inside the step, so the host fetches them only when it logs.
 
 The factories are memoised: equal arguments return the same function object, so ``jax.jit``
 reuses its compilations when a process builds the same step twice (resuming, evaluating after
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 import chex
 import jax
@@ -35,10 +37,27 @@ TOTALS = ("loss", "correct", "examples", "certified", "certify_examples")
 """Keys of the metric totals a train step accumulates: Σ loss·examples, Σ correct, Σ examples,
 and, for certified steps, Σ certified and the examples certified."""
 
-Objective = Callable[[LSTMClassifier, Batch, jax.Array, jax.Array],
-                     tuple[jax.Array, tuple[jax.Array, jax.Array | None]]]
-"""``objective(model, batch, dropout_key, step) -> (loss, (clean_logits (B, K), certified (B,)
-or None))``."""
+
+class RowMetrics(NamedTuple):
+  """Per-row outcomes of one batch (a row is an example: a sentence, or a tree at its root).
+
+  Attributes:
+    weights: float (B,), 1 for real rows, 0 for padding rows.
+    correct: bool (B,), the clean prediction equals the label.
+    certified: bool (B,), certified by the DP; None where the step does not certify.
+  """
+
+  weights: jax.Array
+  correct: jax.Array
+  certified: jax.Array | None = None
+
+
+Objective = Callable[[nnx.Module, object, jax.Array | None, jax.Array],
+                     tuple[jax.Array, RowMetrics]]
+"""``objective(model, batch, dropout_key, step) -> (loss, RowMetrics)``."""
+
+RowsFn = Callable[[nnx.Module, object], RowMetrics]
+"""``rows(model, batch) -> RowMetrics`` without dropout: what an evaluation step computes."""
 
 
 @jax.tree_util.register_dataclass
@@ -59,18 +78,33 @@ class TrainState:
   dropout_key: jax.Array
 
 
-@functools.cache
-def make_optimizer(learning_rate: float, weight_decay: float, grad_clip: float
-                   ) -> optax.GradientTransformation:
-  """The original's torch optimiser: clip the global norm, add ``wd·param``, then Adam.
+OPTIMIZERS = {
+    "adam": optax.adam,
+    "adagrad": functools.partial(optax.adagrad, initial_accumulator_value=0.0, eps=1e-10),
+}
+"""``config.optimizer`` → the Optax optimiser of a learning rate: Adam (the LSTMs) or Adagrad
+(the Tree-LSTM) with torch's defaults (accumulators start at 0; ε 1e-10, added inside the square
+root by Optax and outside by torch, which differs only for near-zero accumulators)."""
 
-  torch clips the gradients first and ``Adam(weight_decay=wd)`` adds ``wd·param`` to them inside
-  its step (coupled L2, not AdamW). Updates with non-finite gradients are skipped, as the
-  original skips NaN-gradient batches.
+
+@functools.cache
+def make_optimizer(learning_rate: float, weight_decay: float, grad_clip: float,
+                   optimizer: str = "adam") -> optax.GradientTransformation:
+  """The original's torch optimiser: clip the global norm, add ``wd·param``, then Adam/Adagrad.
+
+  torch clips the gradients first and ``Adam(weight_decay=wd)`` (or ``Adagrad``) adds
+  ``wd·param`` to them inside its step (coupled L2, not AdamW). Updates with non-finite
+  gradients are skipped, as the original skips NaN-gradient batches.
+
+  Args:
+    learning_rate, weight_decay, grad_clip: lr, wd and the global-norm clip.
+    optimizer: a key of :data:`OPTIMIZERS`.
   """
+  if optimizer not in OPTIMIZERS:
+    raise ValueError(f"Unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}.")
   return optax.apply_if_finite(
       optax.chain(optax.clip_by_global_norm(grad_clip), optax.add_decayed_weights(weight_decay),
-                  optax.adam(learning_rate)),
+                  OPTIMIZERS[optimizer](learning_rate)),
       max_consecutive_errors=100)
 
 
@@ -83,11 +117,33 @@ def zero_totals() -> dict[str, jax.Array]:
   return {k: jnp.zeros((), jnp.float32) for k in TOTALS}
 
 
-def clean_objective(model, batch, dropout_key, step):
+def _correct(logits: jax.Array, batch: Batch) -> jax.Array:
+  return jnp.argmax(logits, axis=-1) == batch.labels
+
+
+def clean_objective(model: LSTMClassifier, batch: Batch, dropout_key, step):
   """Cross-entropy of the concrete forward pass (normal training, and ARC while λ = 0)."""
   del step
+  chex.assert_rank(batch.token_ids, 2)
   logits = model(batch.token_ids, batch.lengths, dropout_key)
-  return losses.cross_entropy(logits, batch.labels, batch.weights), (logits, None)
+  return (losses.cross_entropy(logits, batch.labels, batch.weights),
+          RowMetrics(batch.weights, _correct(logits, batch)))
+
+
+def classify_rows(model: LSTMClassifier, batch: Batch) -> RowMetrics:
+  """Correctness of the concrete forward pass without dropout (the acc of an evaluation)."""
+  return clean_objective(model, batch, None, None)[1]
+
+
+@functools.cache
+def certify_rows(signature: Signature) -> RowsFn:
+  """Correctness and certificate (ε = 1) of every row from one certification pass without
+  dropout: its clean logits (DP slot 0) and its certificate."""
+  def rows(model: LSTMClassifier, batch: Batch) -> RowMetrics:
+    cert = certify_model(model, signature, batch.plan, batch.labels)
+    return RowMetrics(batch.weights, _correct(cert.clean_logits, batch), cert.certified)
+
+  return rows
 
 
 @functools.cache
@@ -103,23 +159,24 @@ def arc_objective(signature: Signature, robust_weight: optax.Schedule, eps: opta
   robust_fn = losses.ROBUST_LOSSES[robust_loss]
 
   def objective(model, batch, dropout_key, step):
+    chex.assert_rank(batch.token_ids, 2)
     cert = certify_model(model, signature, batch.plan, batch.labels, eps(step), dropout_key)
     clean = losses.cross_entropy(cert.clean_logits, batch.labels, batch.weights)
     robust = robust_fn(cert, batch.labels, batch.weights)
-    return losses.arc_loss(clean, robust, robust_weight(step)), (cert.clean_logits,
-                                                                cert.certified)
+    return (losses.arc_loss(clean, robust, robust_weight(step)),
+            RowMetrics(batch.weights, _correct(cert.clean_logits, batch), cert.certified))
 
   return objective
 
 
-def _accumulate(totals, loss, logits, certified, batch):
-  w = batch.weights
+def _accumulate(totals, loss, rows: RowMetrics):
+  w = rows.weights
   n = jnp.sum(w)
-  correct = jnp.argmax(logits, axis=-1) == batch.labels
   out = dict(totals, loss=totals["loss"] + loss * n,
-             correct=totals["correct"] + jnp.sum(correct * w), examples=totals["examples"] + n)
-  if certified is not None:
-    out.update(certified=totals["certified"] + jnp.sum(certified * w),
+             correct=totals["correct"] + jnp.sum(rows.correct * w),
+             examples=totals["examples"] + n)
+  if rows.certified is not None:
+    out.update(certified=totals["certified"] + jnp.sum(rows.certified * w),
                certify_examples=totals["certify_examples"] + n)
   return out
 
@@ -132,58 +189,73 @@ def make_train_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
   Args:
     graphdef: of ``nnx.split(model, nnx.Param, ...)``.
     tx: the optimiser.
-    objective: :func:`clean_objective` or :func:`arc_objective`.
+    objective: e.g. :func:`clean_objective` or :func:`arc_objective` (a task's, see
+      :mod:`arc_jax.train.tasks`).
     mesh: the data mesh; ``state``, ``rest`` (the non-parameter model state) and ``totals`` are
       replicated on it, ``batch`` sharded along its rows (see :mod:`parallel`).
 
   ``state`` and ``totals`` are donated: use the returned ones.
   """
-  def step(state: TrainState, rest: nnx.State, batch: Batch, totals):
-    chex.assert_rank(batch.token_ids, 2)
+  def step(state: TrainState, rest: nnx.State, batch, totals):
     key = jax.random.fold_in(jax.random.wrap_key_data(state.dropout_key), state.step)
 
     def loss_fn(params):
       return objective(nnx.merge(graphdef, params, rest), batch, key, state.step)
 
-    (loss, (logits, certified)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (loss, rows), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     new_state = TrainState(state.step + 1, optax.apply_updates(state.params, updates), opt_state,
                            state.dropout_key)
-    return new_state, _accumulate(totals, loss, logits, certified, batch)
+    return new_state, _accumulate(totals, loss, rows)
 
   return jax.jit(step, donate_argnums=(0, 3), out_shardings=parallel.replicated(mesh))
 
 
 @functools.cache
-def make_eval_step(graphdef: nnx.GraphDef, signature: Signature, mesh: Mesh):
-  """The jitted ``eval(params, rest, batch) -> (correct (B,), certified (B,))`` at ε = 1.
+def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
+  """The jitted ``eval(params, rest, batch) -> {"correct": (B,), "certified": (B,)}``.
 
-  One certification pass without dropout gives both: its clean logits (DP slot 0) and its
-  certificate. Padding rows are False in both. The outputs are replicated (a (B,) all-gather),
-  so every host can read them.
+  Args:
+    graphdef: of ``nnx.split(model, nnx.Param, ...)``.
+    rows_fn: e.g. :func:`classify_rows` (no ``"certified"`` key then) or
+      ``certify_rows(signature)``.
+    mesh: the data mesh.
+
+  Padding rows are False. The outputs are replicated (a (B,) all-gather), so every host can read
+  them.
   """
-  def evaluate(params: nnx.State, rest: nnx.State, batch: Batch):
-    cert = certify_model(nnx.merge(graphdef, params, rest), signature, batch.plan, batch.labels)
-    real = batch.weights > 0
-    correct = real & (jnp.argmax(cert.clean_logits, axis=-1) == batch.labels)
-    return correct, real & cert.certified
+  def evaluate(params: nnx.State, rest: nnx.State, batch):
+    rows = rows_fn(nnx.merge(graphdef, params, rest), batch)
+    real = rows.weights > 0
+    out = {"correct": real & rows.correct}
+    if rows.certified is not None:
+      out["certified"] = real & rows.certified
+    return out
 
   return jax.jit(evaluate, out_shardings=parallel.replicated(mesh))
 
 
-def classify_and_certify(eval_step, params: nnx.State, rest: nnx.State, batches: Iterable[Batch],
-                         num_examples: int, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
-  """Per-example (correct, certified) bool (n,) of a split, in split order.
+def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Iterable,
+                   num_examples: int, place: Callable) -> dict[str, np.ndarray]:
+  """Per-example outcomes bool (n,) of a split, in split order: the eval step's keys.
 
-  ``batches`` are the split's batches with plans (e.g. ``iterate_batches(..., shuffle=False,
-  plan_builder=...)``); their ``indices`` place each row. The host waits once, at the end.
+  Args:
+    eval_step: from :func:`make_eval_step`.
+    params, rest: the model state.
+    batches: the split's batches (``Task.batches``); their ``indices`` (host arrays) place each
+      row.
+    num_examples: n.
+    place: host batch → its sharded arrays (``Task.put``).
+
+  The host waits once, at the end.
   """
   outputs, rows = [], []
   for batch in batches:
-    outputs.append(eval_step(params, rest, parallel.put(batch, parallel.batch_sharded(mesh))))
+    outputs.append(eval_step(params, rest, place(batch)))
     rows.append(batch.indices)
-  correct, certified = np.zeros(num_examples, bool), np.zeros(num_examples, bool)
-  for (c, k), idx in zip(jax.device_get(outputs), rows):
+  flags = {}
+  for out, idx in zip(jax.device_get(outputs), rows):
     real = idx >= 0
-    correct[idx[real]], certified[idx[real]] = c[real], k[real]
-  return correct, certified
+    for name, values in out.items():
+      flags.setdefault(name, np.zeros(num_examples, bool))[idx[real]] = values[real]
+  return flags
