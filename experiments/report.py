@@ -76,7 +76,7 @@ def space_key(spec: str) -> str:
 
 def model_kind(config: dict) -> str:
   """``"tree"``, ``"bilstm"`` or ``"lstm"`` from a run's config.json."""
-  if config.get("model") == "tree":
+  if config.get("model") == "tree_lstm":
     return "tree"
   return "bilstm" if config.get("bidirectional") else "lstm"
 

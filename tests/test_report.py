@@ -37,7 +37,7 @@ def test_table_has_measured_and_paper_numbers(tmp_path, capsys):
             {"test_Del2Sub2.json": {"space": "[(Del,2),(Sub,2)]", "split": "test",
                                     "metrics": {"acc": metric(0.8312), "cf": metric(0.7),
                                                 "ex": metric(0.75)}}})
-  write_run(tmp_path / "tree_normal", {"method": "normal", "model": "tree"},
+  write_run(tmp_path / "tree_normal", {"method": "normal", "model": "tree_lstm"},
             {"test_Sub3.json": {"space": "[(Sub,3)]", "split": "test",
                                 "metrics": {"acc": metric(0.5)}}})
   assert report.main([str(tmp_path / "arc_bi"), str(tmp_path / "tree_normal")]) == 0
