@@ -35,7 +35,8 @@ node's merge is one batched cell call on P slot pairs: each child's share of the
 pre-activations is computed once per slot (C affine maps, :class:`TreeLSTMCell`) and the pairs
 only add them. The join over the splits of each target slot is a static gather (C, P_max) and a
 masked min/max. Leaves are computed for the whole batch at once; internal nodes by
-:func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step.
+:func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step, the step rematerialised under
+``jax.grad`` (``jax.checkpoint``, as the LSTM DP's scan body).
 """
 
 from __future__ import annotations
@@ -195,7 +196,9 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
                                     jnp.zeros((1,) + x.shape[2:], x.dtype)])
   buffer = jax.tree.map(flat, (h, c, valid))
   deletable = flat(jnp.asarray(batch.deletable))
-  combine = _merge_rule(model, sig, deletable, flat_children(batch))
+  # Rematerialised: under jax.grad a step stores only its (W, C, H) input rows, and the backward
+  # pass recomputes the rest instead of storing every step's many (W, P, 5H) boxes (same values).
+  combine = jax.checkpoint(_merge_rule(model, sig, deletable, flat_children(batch)))
   h, _, valid = bottom_up(buffer, batch, combine)
   unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
   return jax.tree.map(unflat, h), unflat(valid)
