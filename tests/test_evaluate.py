@@ -4,12 +4,11 @@ skipped when the real data cannot be found (see arc_jax.data.paths). Without dat
 consistency check CF ≤ EX ≤ HF ≤ Acc and the argument errors.
 """
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_scripts import load_script
 
 from arc_jax.data import paths
 from arc_jax.evaluation import EvaluationError, _check, evaluate_run
@@ -21,16 +20,6 @@ try:
 except paths.DataFileNotFoundError as missing:
   MISSING_DATA = f"real data not found: {missing}"
 requires_data = pytest.mark.skipif(MISSING_DATA is not None, reason=str(MISSING_DATA))
-
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-
-
-def load_script(name):
-  spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
 
 def smoke_config():
   config = load_script("configs/arc").get_config()

@@ -1,15 +1,12 @@
 """experiments/report.py: rows come from the JSON files, paper numbers from the matching row."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from experiment_scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "report.py"
-spec = importlib.util.spec_from_file_location("report", SCRIPT)
-report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(report)
+report = load_script("report")
 
 
 def write_run(folder: Path, config: dict, results: dict[str, dict]) -> None:

@@ -1,8 +1,6 @@
 """Training pieces without real data: schedules, losses, optimiser, steps, configs, run files."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +8,7 @@ import ml_collections
 import numpy as np
 import optax
 import pytest
+from experiment_scripts import load_script
 from flax import nnx
 
 from arc_jax import interval as iv
@@ -20,24 +19,20 @@ from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 from arc_jax.train import (METHODS, TASKS, Method, RunDirectory, RunExistsError, data_mesh,
-                           default_config, epoch_ramp, max_of_means_loss, make_optimizer,
-                           make_train_step, register_method, init_state, validate,
+                           default_config, epoch_ramp, init_state, make_optimizer,
+                           make_train_step, max_of_means_loss, register_method, validate,
                            worst_case_loss, zero_totals)
 from arc_jax.train.config import RUN_CONTROL_FIELDS
 from arc_jax.train.losses import node_cross_entropy
 from arc_jax.train.tasks import IndexedTrees
 
-CONFIGS = Path(__file__).resolve().parents[1] / "experiments" / "configs"
 WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
 VOCAB = {w: i for i, w in enumerate(WORDS)}
 SYNONYMS = {"good": ["fine", "great"], "movie": ["film"], "bad": ["not"]}
 
 
 def load_config_module(name):
-  spec = importlib.util.spec_from_file_location(name, CONFIGS / f"{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script(f"configs/{name}")
 
 
 # -- schedules ---------------------------------------------------------------------------------

@@ -5,11 +5,10 @@ and the shortcut-free audit of the certificates.
 Skipped when the real data cannot be found (see arc_jax.data.paths).
 """
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from experiment_scripts import load_script
 
 from arc_jax.data import paths
 from arc_jax.train import train_and_evaluate
@@ -18,16 +17,6 @@ try:
   paths.find_data_file("sst/train.txt.gz")
 except paths.DataFileNotFoundError as missing:
   pytest.skip(f"real data not found: {missing}", allow_module_level=True)
-
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-
-
-def load_script(name):
-  spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
 
 @pytest.fixture(scope="module")
 def tree_run(tmp_path_factory):

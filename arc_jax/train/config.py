@@ -115,6 +115,16 @@ def sst2_row_config(method: str, row: str) -> ml_collections.ConfigDict:
   return c
 
 
+def baseline_row_config(method: str, row: str) -> ml_collections.ConfigDict:
+  """:func:`sst2_row_config` for an uncertified baseline (data augmentation, HotFlip): λ_max 0,
+  and early stopping after 5 epochs without dev improvement (the original's
+  ``--early-stopping 5``, REFERENCE.md §10.2)."""
+  c = sst2_row_config(method, row)
+  c.lambda_max = 0.0
+  c.early_stopping = 5
+  return c
+
+
 def with_defaults(saved: dict) -> ml_collections.ConfigDict:
   """A saved config (``config.json``) with the fields it predates set to their defaults."""
   config = default_config()

@@ -8,11 +8,8 @@ accuracy (on the clean dev set; the original measured it on dev plus HotFlip dev
 attacks with every PPDB candidate, the same S_review as the ARC row certifies.
 """
 
-from arc_jax.train.config import sst2_row_config
+from arc_jax.train.config import baseline_row_config
 
 
 def get_config(arg: str = "lstm,del2sub2"):
-  c = sst2_row_config("hotflip", arg)
-  c.lambda_max = 0.0
-  c.early_stopping = 5
-  return c
+  return baseline_row_config("hotflip", arg)

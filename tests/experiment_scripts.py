@@ -1,0 +1,14 @@
+"""Loads the scripts of experiments/ (not a package) as modules, for the tests that run them."""
+
+import importlib.util
+from pathlib import Path
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def load_script(name: str):
+  """``experiments/<name>.py`` as a module, e.g. ``"evaluate"`` or ``"configs/arc"``."""
+  spec = importlib.util.spec_from_file_location(Path(name).name, EXPERIMENTS / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
