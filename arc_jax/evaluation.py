@@ -36,10 +36,10 @@ from jax.sharding import Mesh
 from arc_jax.attacks import hotflip_robustness
 from arc_jax.train import parallel
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
-from arc_jax.train.config import validate
+from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, Experiment, build_experiment
-from arc_jax.train.steps import (RowsFn, evaluate_split, init_state, make_eval_step,
-                                 make_optimizer, zero_totals)
+from arc_jax.train.steps import (RowsFn, config_optimizer, evaluate_split, init_state,
+                                 make_eval_step, zero_totals)
 from arc_jax.train.tasks import TASKS
 
 METRICS = ("acc", "cf", "ex", "hf")
@@ -59,10 +59,9 @@ def _restore(run: RunDirectory, experiment, which: str):
     if which == "best":
       return checkpoints.restore_best(experiment.params)
     if which != "latest":
-      raise ValueError(f"Unknown checkpoint {which!r}; choose 'best' or 'latest'.")
+      raise ConfigError(f"Unknown checkpoint {which!r}; choose 'best' or 'latest'.")
     c = experiment.config
-    template = init_state(experiment.params, make_optimizer(
-        c.learning_rate, c.weight_decay, c.grad_clip, c.optimizer), c.seed)
+    template = init_state(experiment.params, config_optimizer(c), c.seed)
     restored = checkpoints.restore_latest(parallel.put(template, parallel.replicated(
         experiment.mesh)), parallel.put(zero_totals(), parallel.replicated(experiment.mesh)))
     if restored is None:
@@ -121,23 +120,29 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   """
   unknown = sorted(set(metrics or ()) - set(METRICS))
   if unknown or (metrics is not None and not metrics):
-    raise ValueError(f"Unknown metrics {unknown or list(metrics)}; choose from {METRICS}.")
+    raise ConfigError(f"Unknown metrics {unknown or list(metrics)}; choose from {METRICS}.")
   if split not in SPLITS:
-    raise ValueError(f"Unknown split {split!r}; choose one of {sorted(SPLITS)}.")
+    raise ConfigError(f"Unknown split {split!r}; choose one of {sorted(SPLITS)}.")
   if beam < 1:
-    raise ValueError(f"beam={beam}: HF Acc needs at least one HotFlip candidate per example; "
+    raise ConfigError(f"beam={beam}: HF Acc needs at least one HotFlip candidate per example; "
                      "pass beam >= 1 (--beam, default 5).")
   run = RunDirectory(workdir)
   config = run.config()
-  for field, value in (("space", space), ("synonyms", synonyms),
-                       ("max_candidates", max_candidates)):
+  lexicon = {"synonyms": synonyms, "max_candidates": max_candidates}
+  if config.trainable_embeddings and any(v not in (None, config[k]) for k, v in lexicon.items()):
+    raise ConfigError(f"The run in {run.path} trained its word vectors on the vocabulary of its "
+                     f"lexicon (synonyms={config.synonyms!r}, max_candidates="
+                     f"{config.max_candidates}); another lexicon would rebuild the vocabulary "
+                     "and misalign them. Evaluate it with its own lexicon (leave out "
+                     "--synonyms/--max-candidates).")
+  for field, value in (("space", space), *lexicon.items()):
     if value is not None:
       config[field] = value
   validate(config)
   metrics = TASKS[config.model].metrics if metrics is None else metrics
   unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics))
   if unavailable:
-    raise ValueError(f"Metrics {unavailable} are not available for {config.model!r} models "
+    raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models "
                      "(HotFlip, hf, is implemented for token sequences only); choose from "
                      f"{TASKS[config.model].metrics}.")
   experiment = build_experiment(config, mesh)
@@ -146,7 +151,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   params, meta = _restore(run, experiment, checkpoint)
   data = experiment.splits[split]
   results: dict[str, Any] = {
-      "run": str(run.path), "name": config.name,
+      "run": str(run.path), "name": config.name, "model": config.model,
       "checkpoint": {"which": checkpoint, "step": meta["step"],
                      **({"epoch": meta["epoch"]} if "epoch" in meta else {})},
       "split": split, "space": config.space, "synonyms": config.synonyms,
@@ -212,9 +217,16 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
     raise error
 
 
-def results_path(workdir, split: str, space: str, shortcut: bool) -> Path:
-  """``<workdir>/eval/<split>_<space letters and digits>[_audit].json``."""
-  name = f"{split}_{re.sub(r'[^A-Za-z0-9]+', '', space)}{'' if shortcut else '_audit'}.json"
+def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
+  """``<workdir>/eval/<split>_<space letters and digits>[_<metrics>][_audit].json``.
+
+  The metrics are named when ``results`` holds fewer than its model supports (e.g.
+  ``test_Del2Sub2_hf.json``), so a partial evaluation never overwrites a complete one.
+  """
+  held = [m for m in METRICS if m in results["metrics"]]
+  partial = "" if set(held) == set(TASKS[results["model"]].metrics) else "_" + "_".join(held)
+  space = re.sub(r"[^A-Za-z0-9]+", "", results["space"])
+  name = f"{results['split']}_{space}{partial}{'' if shortcut else '_audit'}.json"
   return Path(workdir) / "eval" / name
 
 

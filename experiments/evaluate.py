@@ -2,9 +2,11 @@
 [--split test] [--metrics acc,cf,ex,hf] [--beam 5] [--no-shortcut] [--checkpoint best|latest]
 [--output FILE]``.
 
-Writes the results JSON to RUN/eval/<split>_<space>[_audit].json (and to --output) and prints
-it. Exits with status 1 if CF ≤ EX ≤ HF ≤ Acc fails (per example, over the metrics computed)
-or, with --no-shortcut, if a certified example has a misclassified member (an audit failure).
+Writes the results JSON to RUN/eval/<split>_<space>[_<metrics>][_audit].json (metrics named when
+fewer than the model's; and to --output) and prints it. Exits with status 1 if CF ≤ EX ≤ HF ≤
+Acc fails (per example, over the metrics computed) or, with --no-shortcut, if a certified example
+has a misclassified member (an audit failure); with status 2 and a message naming the fix if a
+setting does not fit the run.
 See arc_jax.evaluation and experiments/README.md.
 """
 
@@ -13,9 +15,11 @@ import json
 import logging
 import sys
 
+from arc_jax.data import DataFileNotFoundError
 from arc_jax.evaluation import (METRICS, EvaluationError, evaluate_run, results_path,
                                 write_results)
-from arc_jax.train import use_compilation_cache
+from arc_jax.perturbation import SpecError
+from arc_jax.train import ConfigError, use_compilation_cache
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -58,7 +62,10 @@ def main(argv=None) -> int:
   except EvaluationError as error:
     print(error, file=sys.stderr)
     results, status = error.results, 1
-  paths = [results_path(args.workdir, args.split, results["space"], args.shortcut)]
+  except (ConfigError, SpecError, DataFileNotFoundError) as error:  # the message names the fix
+    print(f"error: {error}", file=sys.stderr)
+    return 2
+  paths = [results_path(args.workdir, results, args.shortcut)]
   paths += [args.output] if args.output else []
   for path in paths:
     write_results(results, path)

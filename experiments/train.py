@@ -14,7 +14,9 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from arc_jax.train import RunExistsError, train_and_evaluate, use_compilation_cache
+from arc_jax.data import DataFileNotFoundError
+from arc_jax.perturbation import SpecError
+from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate, use_compilation_cache
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 
@@ -45,6 +47,9 @@ def main(argv):
   except RunExistsError as error:
     print(error, file=sys.stderr)
     return 1
+  except (ConfigError, SpecError, DataFileNotFoundError) as error:  # the message names the fix
+    print(f"error: {error}", file=sys.stderr)
+    return 2
   logging.info("Result: %s", summary)
   return 0
 

@@ -12,7 +12,7 @@ from experiment_scripts import load_script
 
 from arc_jax.data import paths
 from arc_jax.evaluation import EvaluationError, _check, evaluate_run
-from arc_jax.train import RunExistsError, train_and_evaluate
+from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
 
 try:
   paths.find_data_file("sst2/train.tsv.gz")
@@ -60,9 +60,15 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path):
 
   assert evaluate.main(["--workdir", str(run), "--metrics", "ex", "--no-shortcut",
                         "--no-progress"]) == 0
-  audit = json.loads((run / "eval" / "test_Del2Sub2_audit.json").read_text())
+  audit = json.loads((run / "eval" / "test_Del2Sub2_cf_ex_audit.json").read_text())
   assert audit["metrics"]["ex"]["audit_failures"] == []
   assert audit["metrics"]["ex"]["count"] == metrics["ex"]["count"]
+  # A partial evaluation is named by its metrics and leaves the complete results alone.
+  assert evaluate.main(["--workdir", str(run), "--metrics", "hf", "--beam", "3",
+                        "--no-progress"]) == 0
+  partial = json.loads((run / "eval" / "test_Del2Sub2_hf.json").read_text())
+  assert partial["metrics"]["hf"]["count"] == metrics["hf"]["count"]
+  assert json.loads((run / "eval" / "test_Del2Sub2.json").read_text()) == results
 
 
 def flags(**per_example):
@@ -89,7 +95,7 @@ def test_check_catches_a_violated_order_per_example():
 
 
 def test_unknown_metrics_and_bad_beam_name_the_fix(tmp_path):
-  with pytest.raises(ValueError, match=r"\['hotflip'\]; choose from \('acc', 'cf', 'ex', 'hf'\)"):
+  with pytest.raises(ConfigError, match=r"\['hotflip'\]; choose from \('acc', 'cf', 'ex', 'hf'\)"):
     evaluate_run(tmp_path, metrics=["acc", "hotflip"])
-  with pytest.raises(ValueError, match=r"beam=0: .* pass beam >= 1 \(--beam"):
+  with pytest.raises(ConfigError, match=r"beam=0: .* pass beam >= 1 \(--beam"):
     evaluate_run(tmp_path, metrics=["hf"], beam=0)

@@ -1,6 +1,9 @@
 """Training pieces without real data: schedules, losses, optimiser, steps, configs, run files."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +21,8 @@ from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
-from arc_jax.train import (METHODS, TASKS, Method, RunDirectory, RunExistsError, data_mesh,
-                           default_config, epoch_ramp, init_state, make_optimizer,
+from arc_jax.train import (METHODS, TASKS, ConfigError, Method, RunDirectory, RunExistsError,
+                           data_mesh, default_config, epoch_ramp, init_state, make_optimizer,
                            make_train_step, max_of_means_loss, register_method, validate,
                            worst_case_loss, zero_totals)
 from arc_jax.train.config import RUN_CONTROL_FIELDS
@@ -147,6 +150,20 @@ def test_adagrad_is_torchs_after_clipping_and_coupled_weight_decay():
     np.testing.assert_allclose(params["w"], p, rtol=1e-5)
 
 
+
+def test_embedding_group_gets_scaled_learning_rate_and_no_weight_decay():
+  lr, wd, clip, scale = 0.05, 1e-2, 10.0, 0.1
+  params = {"embeddings": jnp.array([1.0, -2.0]), "w": jnp.array([1.0, -2.0])}
+  grads = {"embeddings": jnp.array([0.3, 0.4]), "w": jnp.array([0.3, 0.4])}
+  tx = make_optimizer(lr, wd, clip, "adagrad", embedding_lr_scale=scale)
+  updates, _ = tx.update(grads, tx.init(params), params)
+  for name, rate, decay in (("embeddings", scale * lr, 0.0), ("w", lr, wd)):
+    g = np.asarray(grads[name]) + decay * np.asarray(params[name])  # Adagrad's first step
+    np.testing.assert_allclose(updates[name], -rate * g / (np.abs(g) + 1e-10), rtol=1e-5)
+  one_group = make_optimizer(lr, wd, clip, "adagrad")
+  plain, _ = one_group.update(grads, one_group.init(params), params)
+  assert not np.allclose(plain["embeddings"], updates["embeddings"])
+
 TREES = ("(4 (2 the) (4 (4 good) (2 movie)))", "(0 (2 a) (0 (0 bad) (2 film)))", "(4 good)",
          "(0 (0 bad) (2 movie))")
 
@@ -255,8 +272,10 @@ def test_tree_rows_follow_the_original_tree_script():
   configs = {row: tree.get_config(row) for row in PAPER_ROWS["tree"]}
   for c in configs.values():
     assert (c.model, c.dataset, c.optimizer, c.batch_size, c.learning_rate, c.weight_decay,
-            c.grad_clip, c.hidden, c.dropout_rate, c.synonyms, c.max_candidates) == (
-                "tree_lstm", "sst_trees", "adagrad", 20, 0.05, 1e-4, 0.25, 150, 0.5, "ppdb", 1)
+            c.grad_clip, c.hidden, c.dropout_rate, c.synonyms, c.max_candidates,
+            c.trainable_embeddings, c.embedding_lr_scale) == (
+                "tree_lstm", "sst_trees", "adagrad", 20, 0.05, 1e-4, 0.25, 150, 0.5, "ppdb", 1,
+                True, 0.1)
   arc = [configs[f"arc,{s}"] for s in ("del2sub2", "sub2ins2", "del2ins2")]
   assert [(c.lambda_max, c.num_epochs, c.ramp_epochs) for c in arc] == [
       (0.07, 30, 20), (0.06, 30, 20), (0.07, 30, 20)]
@@ -278,11 +297,12 @@ def test_tree_rows_follow_the_original_tree_script():
     (dict(model="tree_lstm", dataset="sst_trees", robust_loss="max_of_means"), "'worst_case'"),
     (dict(model="gru"), "'lstm', 'tree_lstm'"),
     (dict(optimizer="sgd"), "'adagrad', 'adam'"),
+    (dict(trainable_embeddings=True), "trainable_embeddings=True is not available for .*'lstm'"),
 ])
 def test_model_dataset_method_and_optimizer_must_fit_together(changes, message):
   config = default_config()
   config.update(changes)
-  with pytest.raises(ValueError, match=message):
+  with pytest.raises(ConfigError, match=message):
     validate(config)
 
 
@@ -295,6 +315,16 @@ def test_unknown_rows_and_settings_name_the_choices():
   config.method = "fgsm"
   with pytest.raises(ValueError, match="'arc'.*'hotflip'"):
     validate(config)
+
+
+def test_train_script_reports_a_bad_setting_with_status_2_and_writes_nothing(tmp_path):
+  run = tmp_path / "run"
+  done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "experiments" / "train.py"),
+                         "--config.optimizer=sgd", f"--workdir={run}"],
+                        capture_output=True, text=True, timeout=600, check=False)
+  assert done.returncode == 2, done.stderr[-2000:]
+  assert "error: config.optimizer='sgd' is unknown; choose one of ['adagrad', 'adam']" in done.stderr
+  assert "Traceback" not in done.stderr and not run.exists()
 
 
 def test_method_registry_is_the_extension_point():

@@ -33,11 +33,11 @@ def tree_run(tmp_path_factory):
   return run, train_and_evaluate(config, run)
 
 
-def evaluate(run, *flags):
-  assert load_script("evaluate").main(["--workdir", str(run), "--no-progress", *flags]) == 0
+def evaluate(run, *flags, status=0):
+  assert load_script("evaluate").main(["--workdir", str(run), "--no-progress", *flags]) == status
 
 
-def test_tree_arc_trains_one_epoch_then_evaluates_acc_cf_ex(tree_run):
+def test_tree_arc_trains_one_epoch_then_evaluates_acc_cf_ex(tree_run, capsys):
   run, summary = tree_run
   assert summary["status"] == "completed" and summary["steps"] == 3
   assert summary["selection"] == "dev_cf_acc" and summary["test"]["examples"] == 20
@@ -56,15 +56,19 @@ def test_tree_arc_trains_one_epoch_then_evaluates_acc_cf_ex(tree_run):
   assert metrics["ex"]["enumerated"] == metrics["acc"]["count"] - metrics["cf"]["count"]
   assert results["checkpoint"] == {"which": "best", "step": 3, "epoch": 0}
 
-  with pytest.raises(ValueError, match="not available for 'tree_lstm'"):
-    evaluate(run, "--metrics", "hf")
+  # Settings that do not fit the run exit with status 2 and a message that names the fix.
+  capsys.readouterr()
+  evaluate(run, "--metrics", "hf", status=2)
+  assert "error: Metrics ['hf'] are not available for 'tree_lstm'" in capsys.readouterr().err
+  evaluate(run, "--synonyms", "counterfitted", status=2)  # trained vectors: the run's lexicon
+  assert "trained its word vectors" in capsys.readouterr().err
 
 
 def test_tree_exhaustive_audit_enumerates_certified_trees_and_agrees(tree_run):
   run, summary = tree_run
   evaluate(run, "--metrics", "ex")
   evaluate(run, "--metrics", "acc,ex", "--no-shortcut")
-  shortcut = json.loads((run / "eval" / "test_Del2Sub2.json").read_text())["metrics"]
+  shortcut = json.loads((run / "eval" / "test_Del2Sub2_cf_ex.json").read_text())["metrics"]
   audit = json.loads((run / "eval" / "test_Del2Sub2_audit.json").read_text())["metrics"]
   assert audit["cf"]["count"] == summary["test"]["certified"] > 0
   assert audit["ex"]["audit_failures"] == []

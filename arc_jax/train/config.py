@@ -34,6 +34,10 @@ RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every")
 result (``checkpoint_every`` and ``log_every`` only change when files are written)."""
 
 
+class ConfigError(ValueError):
+  """A setting that does not fit the others; the message names it and the choices or the fix."""
+
+
 def default_config() -> ml_collections.ConfigDict:
   """ARC certified training of an LSTM on SST-2 for ``[(Del,2),(Sub,2)]`` (λ_max 0.5)."""
   c = ml_collections.ConfigDict()
@@ -60,6 +64,10 @@ def default_config() -> ml_collections.ConfigDict:
   c.projection = 100
   c.head_hidden = 100
   c.dropout_rate = 0.2
+  # Tree-LSTM only: train the word vectors too, at embedding_lr_scale × learning_rate and without
+  # weight decay (the original's second parameter group); False keeps them frozen.
+  c.trainable_embeddings = False
+  c.embedding_lr_scale = 0.1
 
   # Optimiser: clip the global norm, add coupled L2 (torch's weight_decay), then
   # arc_jax.train.steps.OPTIMIZERS[optimizer]: "adam" (LSTMs) or "adagrad" (Tree-LSTM).
@@ -103,7 +111,7 @@ def sst2_row_config(method: str, row: str) -> ml_collections.ConfigDict:
   """
   model, _, space = row.partition(",")
   if (model, space) not in SST2_ROWS:
-    raise ValueError(f"No {method} row {row!r}; choose one of: "
+    raise ConfigError(f"No {method} row {row!r}; choose one of: "
                      f"{', '.join(f'{m},{s}' for m, s in SST2_ROWS)}.")
   c = default_config()
   c.name = f"{method}_{model}_{space}"
@@ -133,36 +141,39 @@ def with_defaults(saved: dict) -> ml_collections.ConfigDict:
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
-  """Raises ValueError naming the field and the fix for inconsistent settings."""
+  """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings."""
   if config.method not in METHODS:
-    raise ValueError(f"config.method={config.method!r} is unknown; choose one of "
+    raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
                      f"{sorted(METHODS)}.")
   if config.model not in TASKS:
-    raise ValueError(f"config.model={config.model!r} is unknown; choose one of {sorted(TASKS)}.")
+    raise ConfigError(f"config.model={config.model!r} is unknown; choose one of {sorted(TASKS)}.")
   task = TASKS[config.model]
   if config.dataset not in task.datasets:
     owner = [t.name for t in TASKS.values() if config.dataset in t.datasets]
-    raise ValueError(f"config.dataset={config.dataset!r} is not a dataset of model "
+    raise ConfigError(f"config.dataset={config.dataset!r} is not a dataset of model "
                      f"{config.model!r} (its datasets: {list(task.datasets)})"
                      + (f"; it is one of model {owner[0]!r}: set config.model={owner[0]!r}."
                         if owner else "."))
   if config.method in task.unsupported_methods:
-    raise ValueError(f"config.method={config.method!r} is not available for model "
+    raise ConfigError(f"config.method={config.method!r} is not available for model "
                      f"{config.model!r}; choose one of "
                      f"{sorted(set(METHODS) - set(task.unsupported_methods))}.")
   if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in task.robust_losses:
-    raise ValueError(f"config.robust_loss={config.robust_loss!r} is not available for model "
+    raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
                      f"{config.model!r}; choose one of {list(task.robust_losses)}.")
+  if config.trainable_embeddings and not task.trainable_embeddings:
+    raise ConfigError(f"config.trainable_embeddings=True is not available for model "
+                     f"{config.model!r}: its word vectors are frozen; set it to False.")
   if config.optimizer not in OPTIMIZERS:
-    raise ValueError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
+    raise ConfigError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
                      f"{sorted(OPTIMIZERS)}.")
   for name in ("lambda_start", "lambda_max"):
     if not 0.0 <= config[name] <= 1.0:
-      raise ValueError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "
+      raise ConfigError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "
                        "robust loss).")
   for name in ("max_candidates", "early_stopping", "ramp_epochs"):
     if config[name] < 0:
-      raise ValueError(f"config.{name}={config[name]} must be >= 0 .")
+      raise ConfigError(f"config.{name}={config[name]} must be >= 0 .")
   for name in ("batch_size", "eval_batch_size", "log_every", "checkpoint_every", "num_epochs"):
     if config[name] < 1:
-      raise ValueError(f"config.{name}={config[name]} must be >= 1.")
+      raise ConfigError(f"config.{name}={config[name]} must be >= 1.")

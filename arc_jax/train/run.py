@@ -31,7 +31,7 @@ from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment
 from arc_jax.train.methods import METHODS
 from arc_jax.train.schedules import epoch_ramp
-from arc_jax.train.steps import (evaluate_split, init_state, make_eval_step, make_optimizer,
+from arc_jax.train.steps import (config_optimizer, evaluate_split, init_state, make_eval_step,
                                  make_train_step, zero_totals)
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class _Trainer:
     on = 1.0 if self.method.certified else 0.0
     self.robust_weight = epoch_ramp(on * c.lambda_start, on * c.lambda_max, c.ramp_epochs, spe)
     self.eps = epoch_ramp(on * c.eps_start, on * c.eps_max, c.ramp_epochs, spe)
-    self.tx = make_optimizer(c.learning_rate, c.weight_decay, c.grad_clip, c.optimizer)
+    self.tx = config_optimizer(c)
     g, mesh = experiment.graphdef, experiment.mesh
     self.clean_step = make_train_step(g, self.tx, task.clean_objective, mesh)
     self.arc_step = (make_train_step(g, self.tx, task.arc_objective(

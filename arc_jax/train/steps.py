@@ -87,9 +87,20 @@ OPTIMIZERS = {
 root by Optax and outside by torch, which differs only for near-zero accumulators)."""
 
 
+def _is_embedding(params):
+  """Marks the ``embeddings`` entry of a model's parameter state (True) and nothing else."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: getattr(path[0], "key", None) == "embeddings", params)
+
+
+def _not_embedding(params):
+  return jax.tree.map(lambda e: not e, _is_embedding(params))
+
+
 @functools.cache
 def make_optimizer(learning_rate: float, weight_decay: float, grad_clip: float,
-                   optimizer: str = "adam") -> optax.GradientTransformation:
+                   optimizer: str = "adam", embedding_lr_scale: float | None = None
+                   ) -> optax.GradientTransformation:
   """The original's torch optimiser: clip the global norm, add ``wd·param``, then Adam/Adagrad.
 
   torch clips the gradients first and ``Adam(weight_decay=wd)`` (or ``Adagrad``) adds
@@ -99,13 +110,28 @@ def make_optimizer(learning_rate: float, weight_decay: float, grad_clip: float,
   Args:
     learning_rate, weight_decay, grad_clip: lr, wd and the global-norm clip.
     optimizer: a key of :data:`OPTIMIZERS`.
+    embedding_lr_scale: for models whose word vectors are a parameter (the state's
+      ``embeddings`` entry), their learning rate is ``embedding_lr_scale × learning_rate`` and
+      they get no weight decay: the original Tree-LSTM's second torch parameter group. Scaling
+      the final update is that learning rate exactly, for Adam and Adagrad alike, since both
+      keep per-coordinate statistics and are linear in the learning rate. None: one group.
   """
   if optimizer not in OPTIMIZERS:
     raise ValueError(f"Unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}.")
-  return optax.apply_if_finite(
-      optax.chain(optax.clip_by_global_norm(grad_clip), optax.add_decayed_weights(weight_decay),
-                  OPTIMIZERS[optimizer](learning_rate)),
-      max_consecutive_errors=100)
+  decay = optax.add_decayed_weights(weight_decay)
+  parts = [optax.clip_by_global_norm(grad_clip),
+           decay if embedding_lr_scale is None else optax.masked(decay, _not_embedding),
+           OPTIMIZERS[optimizer](learning_rate)]
+  if embedding_lr_scale is not None:
+    parts.append(optax.masked(optax.scale(embedding_lr_scale), _is_embedding))
+  return optax.apply_if_finite(optax.chain(*parts), max_consecutive_errors=100)
+
+
+def config_optimizer(config) -> optax.GradientTransformation:
+  """:func:`make_optimizer` of an experiment config (training and checkpoint restoring)."""
+  return make_optimizer(config.learning_rate, config.weight_decay, config.grad_clip,
+                        config.optimizer,
+                        config.embedding_lr_scale if config.trainable_embeddings else None)
 
 
 def init_state(params: nnx.State, tx: optax.GradientTransformation, seed: int) -> TrainState:

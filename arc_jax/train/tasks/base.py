@@ -48,6 +48,8 @@ class Task(abc.ABC):
     unsupported_methods: registered training methods it cannot train with.
     robust_losses: the ``config.robust_loss`` values it supports.
     metrics: the evaluation metrics it supports.
+    trainable_embeddings: whether its model can train the word vectors
+      (``config.trainable_embeddings``).
   """
 
   name: ClassVar[str]
@@ -55,6 +57,7 @@ class Task(abc.ABC):
   unsupported_methods: ClassVar[tuple[str, ...]] = ()
   robust_losses: ClassVar[tuple[str, ...]]
   metrics: ClassVar[tuple[str, ...]]
+  trainable_embeddings: ClassVar[bool] = False
 
   # -- building ---------------------------------------------------------------------------
 

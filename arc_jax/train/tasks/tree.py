@@ -136,6 +136,7 @@ class TreeTask(Task):
   datasets = ("sst_trees",)
   unsupported_methods = ("hotflip",)  # HotFlip searches token sequences
   robust_losses = ("worst_case",)
+  trainable_embeddings = True
   metrics = ("acc", "cf", "ex")
 
   def prepare_data(self, config: ml_collections.ConfigDict) -> ExperimentData:
@@ -155,7 +156,9 @@ class TreeTask(Task):
 
   def model(self, config: ml_collections.ConfigDict, data: ExperimentData) -> TreeLSTMClassifier:
     return TreeLSTMClassifier(data.embeddings, hidden=config.hidden, num_classes=SST_CLASSES,
-                              dropout_rate=config.dropout_rate, rngs=nnx.Rngs(config.seed))
+                              dropout_rate=config.dropout_rate,
+                              trainable_embeddings=config.trainable_embeddings,
+                              rngs=nnx.Rngs(config.seed))
 
   def _lower(self, builder: TreeBatchBuilder, trees: Sequence[Tree], indices: Sequence[int],
              batch_size: int) -> IndexedTrees:
