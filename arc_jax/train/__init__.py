@@ -16,7 +16,8 @@ from arc_jax.train.methods import METHODS, Method, register_method
 from arc_jax.train.parallel import batch_sharded, data_mesh, replicated
 from arc_jax.train.run import train_and_evaluate
 from arc_jax.train.schedules import epoch_ramp
-from arc_jax.train.steps import (OPTIMIZERS, RowMetrics, TrainState, arc_objective, certify_rows,
-                                 classify_rows, clean_objective, evaluate_split, init_state,
+from arc_jax.train.steps import (OPTIMIZERS, RowMetrics, TrainState, evaluate_split, init_state,
                                  make_eval_step, make_optimizer, make_train_step, zero_totals)
 from arc_jax.train.tasks import TASKS, Task
+from arc_jax.train.tasks.sequence import (arc_objective, certify_rows, classify_rows,
+                                           clean_objective)

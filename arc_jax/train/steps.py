@@ -5,7 +5,7 @@ the clean cross-entropy (concrete forward pass, no DP) or ARC's ``(1 − λ)·cl
 from one certification call (with a dropout key, the DP's slot 0 is the clean run under the same
 dropout masks as the box). Objectives and evaluation functions report per-row outcomes
 (:class:`RowMetrics`), so the steps serve every model family: this module holds the generic
-steps and the (Bi-)LSTM objectives, :mod:`arc_jax.train.tasks.tree` the Tree-LSTM ones. Metric
+steps, the tasks (:mod:`arc_jax.train.tasks`) their objectives. Metric
 totals are summed on the device inside the step, so the host fetches them only when it logs.
 
 The factories are memoised: equal arguments return the same function object, so ``jax.jit``
@@ -19,7 +19,6 @@ import dataclasses
 import functools
 from typing import Callable, Iterable, NamedTuple
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,11 +26,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh
 
-from arc_jax.certify import certify_model
-from arc_jax.data import Batch
-from arc_jax.nn import LSTMClassifier
-from arc_jax.perturbation.spaces import Signature
-from arc_jax.train import losses, parallel
+from arc_jax.train import parallel
 
 TOTALS = ("loss", "correct", "examples", "certified", "certify_examples")
 """Keys of the metric totals a train step accumulates: Σ loss·examples, Σ correct, Σ examples,
@@ -141,58 +136,6 @@ def init_state(params: nnx.State, tx: optax.GradientTransformation, seed: int) -
 
 def zero_totals() -> dict[str, jax.Array]:
   return {k: jnp.zeros((), jnp.float32) for k in TOTALS}
-
-
-def _correct(logits: jax.Array, batch: Batch) -> jax.Array:
-  return jnp.argmax(logits, axis=-1) == batch.labels
-
-
-def clean_objective(model: LSTMClassifier, batch: Batch, dropout_key, step):
-  """Cross-entropy of the concrete forward pass (normal training, and ARC while λ = 0)."""
-  del step
-  chex.assert_rank(batch.token_ids, 2)
-  logits = model(batch.token_ids, batch.lengths, dropout_key)
-  return (losses.cross_entropy(logits, batch.labels, batch.weights),
-          RowMetrics(batch.weights, _correct(logits, batch)))
-
-
-def classify_rows(model: LSTMClassifier, batch: Batch) -> RowMetrics:
-  """Correctness of the concrete forward pass without dropout (the acc of an evaluation)."""
-  return clean_objective(model, batch, None, None)[1]
-
-
-@functools.cache
-def certify_rows(signature: Signature) -> RowsFn:
-  """Correctness and certificate (ε = 1) of every row from one certification pass without
-  dropout: its clean logits (DP slot 0) and its certificate."""
-  def rows(model: LSTMClassifier, batch: Batch) -> RowMetrics:
-    cert = certify_model(model, signature, batch.plan, batch.labels)
-    return RowMetrics(batch.weights, _correct(cert.clean_logits, batch), cert.certified)
-
-  return rows
-
-
-@functools.cache
-def arc_objective(signature: Signature, robust_weight: optax.Schedule, eps: optax.Schedule,
-                  robust_loss: str) -> Objective:
-  """ARC's ``(1 − λ(step))·clean + λ(step)·robust`` with hulls scaled by ε(step).
-
-  Args:
-    signature: the space's signature (static).
-    robust_weight, eps: schedules of λ and ε.
-    robust_loss: a key of :data:`losses.ROBUST_LOSSES`.
-  """
-  robust_fn = losses.ROBUST_LOSSES[robust_loss]
-
-  def objective(model, batch, dropout_key, step):
-    chex.assert_rank(batch.token_ids, 2)
-    cert = certify_model(model, signature, batch.plan, batch.labels, eps(step), dropout_key)
-    clean = losses.cross_entropy(cert.clean_logits, batch.labels, batch.weights)
-    robust = robust_fn(cert, batch.labels, batch.weights)
-    return (losses.arc_loss(clean, robust, robust_weight(step)),
-            RowMetrics(batch.weights, _correct(cert.clean_logits, batch), cert.certified))
-
-  return objective
 
 
 def _accumulate(totals, loss, rows: RowMetrics):

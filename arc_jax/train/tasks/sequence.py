@@ -1,20 +1,28 @@
-"""LSTM and Bi-LSTM classifiers of token sequences (SST-2, IMDB): the :class:`SequenceTask`."""
+"""LSTM and Bi-LSTM classifiers of token sequences (SST-2, IMDB): their objectives and the
+:class:`SequenceTask`."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
+import chex
+import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 from flax import nnx
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from arc_jax.attacks import ExhaustiveResult, augment_batch, exhaustive_robustness
+from arc_jax.certify import certify_model
 from arc_jax.data import Batch, ExperimentData, iterate_batches, make_batch, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.perturbation import PlanBuilder, Space
-from arc_jax.train import parallel, steps
+from arc_jax.perturbation.spaces import Signature
+from arc_jax.train import losses, parallel, steps
 from arc_jax.train.tasks.base import Task, largest_synonym_list
 
 
@@ -31,6 +39,58 @@ def make_predict_fn(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, 
     return multihost_utils.process_allgather(logits, tiled=True)
 
   return predict_logits
+
+
+def _correct(logits: jax.Array, batch: Batch) -> jax.Array:
+  return jnp.argmax(logits, axis=-1) == batch.labels
+
+
+def clean_objective(model: LSTMClassifier, batch: Batch, dropout_key, step):
+  """Cross-entropy of the concrete forward pass (normal training, and ARC while λ = 0)."""
+  del step
+  chex.assert_rank(batch.token_ids, 2)
+  logits = model(batch.token_ids, batch.lengths, dropout_key)
+  return (losses.cross_entropy(logits, batch.labels, batch.weights),
+          steps.RowMetrics(batch.weights, _correct(logits, batch)))
+
+
+def classify_rows(model: LSTMClassifier, batch: Batch) -> steps.RowMetrics:
+  """Correctness of the concrete forward pass without dropout (the acc of an evaluation)."""
+  return clean_objective(model, batch, None, None)[1]
+
+
+@functools.cache
+def certify_rows(signature: Signature) -> steps.RowsFn:
+  """Correctness and certificate (ε = 1) of every row from one certification pass without
+  dropout: its clean logits (DP slot 0) and its certificate."""
+  def rows(model: LSTMClassifier, batch: Batch) -> steps.RowMetrics:
+    cert = certify_model(model, signature, batch.plan, batch.labels)
+    return steps.RowMetrics(batch.weights, _correct(cert.clean_logits, batch), cert.certified)
+
+  return rows
+
+
+@functools.cache
+def arc_objective(signature: Signature, robust_weight: optax.Schedule, eps: optax.Schedule,
+                  robust_loss: str) -> steps.Objective:
+  """ARC's ``(1 − λ(step))·clean + λ(step)·robust`` with hulls scaled by ε(step).
+
+  Args:
+    signature: the space's signature (static).
+    robust_weight, eps: schedules of λ and ε.
+    robust_loss: a key of :data:`losses.ROBUST_LOSSES`.
+  """
+  robust_fn = losses.ROBUST_LOSSES[robust_loss]
+
+  def objective(model, batch, dropout_key, step):
+    chex.assert_rank(batch.token_ids, 2)
+    cert = certify_model(model, signature, batch.plan, batch.labels, eps(step), dropout_key)
+    clean = losses.cross_entropy(cert.clean_logits, batch.labels, batch.weights)
+    robust = robust_fn(cert, batch.labels, batch.weights)
+    return (losses.arc_loss(clean, robust, robust_weight(step)),
+            steps.RowMetrics(batch.weights, _correct(cert.clean_logits, batch), cert.certified))
+
+  return objective
 
 
 class SequenceTask(Task):
@@ -80,10 +140,10 @@ class SequenceTask(Task):
                       experiment.data.vocab, 2 * len(batch.labels))
 
   sample_members = staticmethod(augment_batch)
-  clean_objective = staticmethod(steps.clean_objective)
-  arc_objective = staticmethod(steps.arc_objective)
-  classify_rows = staticmethod(steps.classify_rows)
-  certify_rows = staticmethod(steps.certify_rows)
+  clean_objective = staticmethod(clean_objective)
+  arc_objective = staticmethod(arc_objective)
+  classify_rows = staticmethod(classify_rows)
+  certify_rows = staticmethod(certify_rows)
 
   def exhaustive(self, experiment, params: nnx.State, split: str, certified: np.ndarray, *,
                  shortcut: bool, batch_size: int, progress: bool) -> ExhaustiveResult:
