@@ -9,6 +9,8 @@ signature, [(Del,2),(Ins,2),(Sub,2)], and passes the example's budgets (≤ 2 ea
 the traced ``budgets`` argument; batches use fixed shapes.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,7 @@ from hypothesis import HealthCheck, assume, example, given, settings, strategies
 
 from arc_jax.certify.tree_dp import certify_tree_jit, make_tree_certify_fn
 from arc_jax.data.trees import Tree
+from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
@@ -242,3 +245,62 @@ def test_certify_tree_fn_jits_once_per_bucket_and_grads_with_dropout():
     widths.append(float(jnp.sum(cert.logits.hi - cert.logits.lo)))
   assert len(traces) == 1, "certify_tree_fn was retraced for a batch of the same bucket"
   assert widths[0] < widths[1], "eps = 0 should shrink the Sub boxes to the original words"
+
+
+GRADIENT_SPACE = tree_space(parse_space("[(Del,1),(Ins,1),(Sub,1)]",
+                                        synonyms={"good": ["fine", "film"], "movie": ["film"]},
+                                        stopwords=["a", "the", "to"]).restricted_to(VOCAB))
+
+
+def dp_loss(graphdef, params, rest, batch, key):
+  cert = make_tree_certify_fn(graphdef, GRADIENT_SPACE)((params, rest), batch, batch.labels, 1.0,
+                                                        key)
+  return (jnp.sum(jnp.sin(cert.logits.lo)) + jnp.sum(jnp.cos(cert.logits.hi))
+          + jnp.sum(jnp.tanh(cert.margins)) + jnp.sum(jnp.sin(cert.clean_logits)))
+
+
+def concrete_loss(graphdef, params, rest, batch, key):
+  return jnp.sum(jnp.sin(nnx.merge(graphdef, params, rest)(batch, key)))
+
+
+@functools.lru_cache(maxsize=None)
+def gradient_fn(loss, graphdef, autodiff: bool):
+  """Jitted ``value_and_grad`` of ``loss`` in params, with ``bottom_up`` differentiated by its
+  custom VJP or, with ``autodiff``, by JAX's autodiff of its forward scan (the undecorated
+  function, while tracing)."""
+  loss = functools.partial(loss, graphdef)
+  fn = jax.jit(jax.value_and_grad(loss))
+  fill = tree_models._fill
+  checked = []
+
+  def traced(*args):
+    tree_models._fill = fill.fun if autodiff else fill
+    try:
+      if not checked:  # the variants differ: only the custom one binds the custom VJP
+        assert ("custom_vjp_call" in str(jax.make_jaxpr(loss)(*args))) != autodiff
+        checked.append(True)
+      return fn(*args)
+    finally:
+      tree_models._fill = fill
+
+  return traced
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), trees=st.lists(labelled_trees(), min_size=1, max_size=3))
+def test_bottom_up_custom_vjp_is_the_autodiff_gradient(seed, trees):
+  """The DP's gradient (boxes, ⊥ masks, the cell's params and, through the leaf rows, the leaf and
+  projection weights; with dropout) and the concrete model's, by bottom_up's custom VJP, equal
+  autodiff's through the same forward scan, for random trees (steps of width 4 run as 1, 2 or 4
+  entries or skipped: padded entries, narrow and all-padding steps)."""
+  graphdef, params, rest = nnx.split(make_model(3, seed, 1.0, dropout_rate=0.5), nnx.Param, ...)
+  shapes = dict(batch_size=3, max_nodes=16, num_steps=16)
+  dp = TreeBatchBuilder(VOCAB, GRADIENT_SPACE, min_substitutes=4, width=4).build(trees, **shapes)
+  plain = TreeBatchBuilder(VOCAB, width=4).build(trees, **shapes)
+  for loss, batch in ((dp_loss, dp), (concrete_loss, plain)):
+    (value, grads), (expected_value, expected) = (
+        gradient_fn(loss, graphdef, autodiff)(params, rest, batch, jax.random.key(seed))
+        for autodiff in (False, True))
+    np.testing.assert_allclose(value, expected_value, rtol=1e-12)
+    for g, e in zip(jax.tree.leaves(grads), jax.tree.leaves(expected), strict=True):
+      np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)

@@ -35,8 +35,8 @@ node's merge is one batched cell call on P slot pairs: each child's share of the
 pre-activations is computed once per slot (C affine maps, :class:`TreeLSTMCell`) and the pairs
 only add them. The join over the splits of each target slot is a static gather (C, P_max) and a
 masked min/max. Leaves are computed for the whole batch at once; internal nodes by
-:func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step, the step rematerialised under
-``jax.grad`` (``jax.checkpoint``, as the LSTM DP's scan body).
+:func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step; its gradient recomputes each step
+from the filled buffer, so under ``jax.grad`` no step's (W, P, 5H) boxes are stored.
 """
 
 from __future__ import annotations
@@ -144,14 +144,15 @@ def _leaf_slots(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch,
   return stack([s[0] for s in slots]), stack([s[1] for s in slots]), stack([s[2] for s in slots])
 
 
-def _merge_rule(model: TreeLSTMClassifier, sig: TreeSignature, deletable: jax.Array,
+def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Array,
                 children: tuple[jax.Array, jax.Array]) -> Callable:
-  """The internal-node rules as a :func:`bottom_up` combine function on (h, c, valid) rows."""
+  """The internal-node rules as a :func:`bottom_up` combine function on (h, c, valid) rows,
+  with the Tree-LSTM cell's state (``nnx.split(model.cell)``) as its params."""
   tables = _tables(sig)
-  cell = model.cell
   a, b = tables.pair_left, tables.pair_right
 
-  def combine(left, right, nodes):
+  def combine(cell_state, left, right, nodes):
+    cell = nnx.merge(cell_graph, cell_state)
     (h_l, c_l, ok_l), (h_r, c_r, ok_r) = left, right  # (W, C, H) Intervals, (W, C)
     # Merge: the cell on every split (c', c'') of both children's slots (sound for boxes), then
     # the join over the splits of each target c = c' + c''; ⊥ splits are masked out.
@@ -196,10 +197,9 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
                                     jnp.zeros((1,) + x.shape[2:], x.dtype)])
   buffer = jax.tree.map(flat, (h, c, valid))
   deletable = flat(jnp.asarray(batch.deletable))
-  # Rematerialised: under jax.grad a step stores only its (W, C, H) input rows, and the backward
-  # pass recomputes the rest instead of storing every step's many (W, P, 5H) boxes (same values).
-  combine = jax.checkpoint(_merge_rule(model, sig, deletable, flat_children(batch)))
-  h, _, valid = bottom_up(buffer, batch, combine)
+  cell_graph, cell_state = nnx.split(model.cell)
+  combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch))
+  h, _, valid = bottom_up(buffer, batch, combine, cell_state)
   unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
   return jax.tree.map(unflat, h), unflat(valid)
 

@@ -117,33 +117,144 @@ def flat_children(batch: TreeBatch) -> tuple[jax.Array, jax.Array]:
   return flat(jnp.asarray(batch.left)), flat(jnp.asarray(batch.right))
 
 
-def bottom_up(buffer, batch: TreeBatch, combine: Callable):
+def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=()):
   """Fills the internal-node rows of a node buffer, one scheduled step at a time.
 
   Args:
     buffer: pytree of arrays (B·N + 1, ...), row ``b·N + n`` for node n of tree b (leaf rows
-      filled in), the last row a no-op row that padded schedule entries read and write.
+      filled in), the last row a no-op row that padded schedule entries read.
     batch: the trees and their schedule (S, W).
-    combine: ``combine(left_rows, right_rows, nodes)`` → the rows of ``nodes`` (W,), given the
-      buffer rows of their children (pytrees of (W, ...) arrays).
+    combine: ``combine(params, left_rows, right_rows, nodes)`` → the rows of ``nodes`` (W,),
+      given the buffer rows of their children (pytrees of (W, ...) arrays). It is differentiated
+      with respect to ``params`` only: what it closes over is a constant.
+    params: pytree of arrays (e.g. a module's ``nnx.State``) passed to every ``combine``.
 
   Returns:
     The buffer after all S steps (a ``lax.scan``): every internal node's row is computed after
-    both children's rows, by the schedule's invariant. Steps holding only padding are skipped
-    (``lax.cond``), so a coarse bucket for S costs no computation.
+    both children's rows, by the schedule's invariant. Padded entries' rows are dropped, so the
+    no-op row comes back unchanged. A step computes its entries up to its last real one only
+    (:func:`_on_prefix`), and steps holding only padding are skipped, so a coarse bucket for S
+    costs no computation.
+
+  Differentiable in ``buffer`` and ``params`` by a custom VJP (:func:`_fill_bwd`) that costs
+  O(W) rows per step, instead of autodiff's full-buffer cotangents per step.
   """
   left, right = flat_children(batch)
-  noop = left.shape[0] - 1
+  return _fill(combine, params, buffer, left, right, jnp.asarray(batch.schedule))
 
-  def compute(buf, nodes):
-    take = lambda idx: jax.tree.map(lambda a: a[idx], buf)
-    new = combine(take(left[nodes]), take(right[nodes]), nodes)
-    return jax.tree.map(lambda a, rows: a.at[nodes].set(rows), buf, new)
+
+def _take(tree, idx):
+  """Rows ``idx`` of every array of ``tree``; out-of-range rows read as 0."""
+  return jax.tree.map(lambda a: a.at[idx].get(mode="fill", fill_value=0), tree)
+
+
+def _real(nodes, noop, idx):
+  """``idx`` at real schedule entries, an out-of-range row (dropped or read as 0) at padding."""
+  return jnp.where(nodes != noop, idx, noop + 1)
+
+
+def _on_prefix(fn, nodes, noop, skip, *args):
+  """``fn(w, *args)`` for the narrowest w of W/4, W/2, W covering the step's last real entry.
+
+  ``fn(w, ...)`` computes entries ``[:w]`` of a step and returns pytrees of (W, ...) arrays whose
+  rows from w on are padding; a step without real entries returns ``skip(*args)`` instead
+  (``lax.switch``). Exact, since the entries left out are padding, whose results are dropped; and
+  cheaper, since schedules fill each step's first entries and their last steps (near the roots)
+  hold few nodes.
+  """
+  width = nodes.shape[0]
+  widths = sorted({max(width // 4, 1), max(width // 2, 1), width})
+  last = jnp.max(jnp.where(nodes != noop, jnp.arange(1, width + 1), 0))
+  branch = jnp.sum(last > jnp.asarray([0] + widths[:-1]))
+  return jax.lax.switch(branch, [skip] + [functools.partial(fn, w) for w in widths], *args)
+
+
+def _head(tree, w: int):
+  """The first ``w`` rows of every array of ``tree``."""
+  return jax.tree.map(lambda a: a[:w], tree)
+
+
+def _pad_rows(tree, width: int):
+  """Every array of ``tree`` padded with zero rows to ``width`` rows."""
+  return jax.tree.map(lambda a: jnp.pad(a, [(0, width - a.shape[0])] + [(0, 0)] * (a.ndim - 1)),
+                      tree)
+
+
+def _float_only(tree):
+  """``tree`` with None in place of its integer and bool arrays (which get no cotangent)."""
+  return jax.tree.map(lambda x: x if jnp.issubdtype(x.dtype, jnp.inexact) else None, tree)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _fill(combine, params, buffer, left, right, schedule):
+  """:func:`bottom_up` on flat child ids ``left``, ``right`` (B·N + 1,) and the schedule."""
+  noop = left.shape[0] - 1
+  width = schedule.shape[1]
+
+  def compute(w, rows_l, rows_r, nodes):
+    return _pad_rows(combine(params, _head(rows_l, w), _head(rows_r, w), nodes[:w]), width)
 
   def step(buf, nodes):
-    return jax.lax.cond(jnp.any(nodes != noop), compute, lambda b, _: b, buf, nodes), None
+    rows_l, rows_r = _take(buf, left[nodes]), _take(buf, right[nodes])
+    new = _on_prefix(compute, nodes, noop, lambda l, r, n: l, rows_l, rows_r, nodes)
+    dest = _real(nodes, noop, nodes)
+    return jax.tree.map(lambda a, rows: a.at[dest].set(rows, mode="drop"), buf, new), None
 
-  return jax.lax.scan(step, buffer, jnp.asarray(batch.schedule))[0]
+  return jax.lax.scan(step, buffer, schedule)[0]
+
+
+def _fill_fwd(combine, params, buffer, left, right, schedule):
+  out = _fill.fun(combine, params, buffer, left, right, schedule)
+  return out, (params, out, left, right, schedule)
+
+
+def _fill_bwd(combine, residuals, ct_out):
+  """The VJP of :func:`_fill`: a reverse scan over the schedule, one cotangent buffer.
+
+  Correct because every real node's row is written once, by its step, after its children's rows
+  and before its parent's step reads it, and leaf and no-op rows are never written: the rows a
+  step read are those of the output buffer, so the step's ``combine`` is recomputed from them
+  (``jax.vjp`` on its real entries). Going backwards, a node's row has received its parent's share
+  when its own step is reached, so its cotangent is complete there and is passed on to its
+  children's rows and the params; the rows of written nodes are zeroed at the end (their input
+  values were overwritten). Padded entries, whose rows are dropped, get and pass on no cotangent;
+  integer and bool arrays get none (None).
+  """
+  params, out, left, right, schedule = residuals
+  noop = left.shape[0] - 1
+  width = schedule.shape[1]
+
+  def back(w, ct_rows, rows_l, rows_r, nodes):
+    _, vjp = jax.vjp(lambda p, l, r: combine(p, l, r, nodes[:w]),
+                     params, _head(rows_l, w), _head(rows_r, w))
+    ct_rows = jax.tree.map(
+        lambda ct, x: np.zeros((w,) + x.shape[1:], jax.dtypes.float0) if ct is None else ct[:w],
+        ct_rows, rows_l, is_leaf=lambda x: x is None)
+    g_params, g_l, g_r = _float_only(vjp(ct_rows))
+    return g_params, _pad_rows((g_l, g_r), width)
+
+  def skip(ct_rows, rows_l, rows_r, nodes):
+    return jax.tree.map(jnp.zeros_like, _float_only((params, (rows_l, rows_r))))
+
+  def step(carry, nodes):
+    ct_buf, ct_params = carry
+    children = (left[nodes], right[nodes])
+    rows_l, rows_r = (_take(out, c) for c in children)
+    ct_rows = _take(ct_buf, _real(nodes, noop, nodes))
+    g_params, (g_l, g_r) = _on_prefix(back, nodes, noop, skip, ct_rows, rows_l, rows_r, nodes)
+    dest = _real(jnp.tile(nodes, 2), noop, jnp.concatenate(children))
+    ct_buf = jax.tree.map(lambda ct, g_l, g_r: ct.at[dest].add(
+        jnp.concatenate([g_l, g_r]), mode="drop"), ct_buf, g_l, g_r)
+    return (ct_buf, jax.tree.map(jnp.add, ct_params, g_params)), None
+
+  init = (_float_only(ct_out), jax.tree.map(jnp.zeros_like, _float_only(params)))
+  ct_buf, ct_params = jax.lax.scan(step, init, schedule, reverse=True)[0]
+  written = _real(schedule, noop, schedule).reshape(-1)
+  ct_buf = jax.tree.map(lambda ct: ct.at[written].set(0, mode="drop"), ct_buf)
+  return ct_params, ct_buf, None, None, None
+
+
+_fill.defvjp(_fill_fwd, _fill_bwd)
 
 
 def dropout_scale(key: jax.Array | None, rate: float, shape: tuple[int, ...], dtype
@@ -228,7 +339,8 @@ class TreeLSTMClassifier(nnx.Module):
     h, c = self.cell.leaf(jax.nn.relu(self.input_pre_activation(batch.token_ids, in_scale)))
     noop = jnp.zeros((1, self.hidden), h.dtype)
     buffer = tuple(jnp.concatenate([a.reshape(rows * n_pad, -1), noop]) for a in (h, c))
-    h, _ = bottom_up(buffer, batch, lambda l, r, _: self.cell(l, r))
+    graphdef, cell_state = nnx.split(self.cell)
+    h, _ = bottom_up(buffer, batch, lambda p, l, r, _: nnx.merge(graphdef, p)(l, r), cell_state)
     return h[:-1].reshape(rows, n_pad, self.hidden)
 
   def __call__(self, batch: TreeBatch, dropout_key: jax.Array | None = None) -> jax.Array:
