@@ -19,7 +19,7 @@ import pytest
 from flax import nnx
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
-from arc_jax.certify.tree_dp import certify_tree_jit, make_tree_certify_fn
+from arc_jax.certify.tree_dp import JOINS, certify_tree_jit, make_tree_certify_fn
 from arc_jax.data.trees import Tree
 from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
@@ -89,16 +89,16 @@ def root_logits(model, nesteds):
   return np.concatenate(out)
 
 
-def certify(model, dp_space, trees, budgets=None, eps=1.0):
+def certify(model, dp_space, trees, budgets=None, eps=1.0, join="after_cell"):
   batch = TreeBatchBuilder(VOCAB, dp_space, min_substitutes=4, width=8).build(trees, **SHAPES)
   graphdef, state = nnx.split(model)
   return certify_tree_jit(graphdef, dp_space.signature, state, batch, batch.labels, eps, None,
-                          None if budgets is None else jnp.asarray(budgets))
+                          None if budgets is None else jnp.asarray(budgets), join=join)
 
 
-def assert_sound(model, dp_space, space, trees, budgets, every_node=True):
+def assert_sound(model, dp_space, space, trees, budgets, every_node=True, join="after_cell"):
   """Every perturbed (sub)tree's logits and margins are inside the certificate."""
-  cert = certify(model, dp_space, trees, budgets)
+  cert = certify(model, dp_space, trees, budgets, join=join)
   for b, tree in enumerate(trees):
     nodes = range(tree.num_nodes) if every_node else [tree.num_nodes - 1]
     for node in nodes:
@@ -153,7 +153,28 @@ def test_every_perturbed_tree_is_inside_the_bounds(seed, hidden, scale, trees, b
                                                    stop):
   dp_space, space = spaces(budgets, synonyms, stop)
   assume(sum(space.count(subtree(t, n)) for t in trees for n in range(t.num_nodes)) <= 1500)
-  assert_sound(make_model(hidden, seed, scale), dp_space, space, trees, budgets)
+  model = make_model(hidden, seed, scale)
+  for join in JOINS:
+    assert_sound(model, dp_space, space, trees, budgets, join=join)
+  # Joining after the cell is never looser than the original's join before it, at any node.
+  after, before = (certify(model, dp_space, trees, budgets, join=join) for join in JOINS)
+  assert np.all(after.logits.lo >= before.logits.lo - TOL)
+  assert np.all(after.logits.hi <= before.logits.hi + TOL)
+  assert np.all(after.margins >= before.margins - TOL)
+
+
+def test_join_after_the_cell_is_strictly_tighter_where_splits_meet():
+  """Two Sub leaves under one node: slot (Sub,1) joins the splits (1,0) and (0,1), and the cell
+  on each split separately gives a narrower box than the cell on their joined pre-activations."""
+  budgets = (0, 0, 1)  # the root's box is the point and the join of the two Sub splits
+  dp_space, _ = spaces(budgets, {"good": ["fine", "film"], "movie": ["film", "x"]}, [])
+  tree = from_nested(("good", "movie"), 3)
+  model = make_model(6, seed=3)
+  after, before = (certify(model, dp_space, [tree], budgets, join=join) for join in JOINS)
+  width = lambda cert: np.asarray(cert.logits.hi - cert.logits.lo)[0, 2]
+  assert np.all(width(after) <= width(before) + TOL) and np.sum(width(before) - width(after)) > 1e-3
+  with pytest.raises(ValueError, match="Unknown join 'middle'.*'after_cell', 'before_cell'"):
+    certify(model, dp_space, [tree], join="middle")
 
 
 @pytest.mark.parametrize("nested", [

@@ -26,8 +26,9 @@ the other child's tree under the remaining budget. Leaves are covered by their t
 
 Tighter than the original (REFERENCE.md §6, §11 item 11): slots are tight with ⊥ masks (not the
 plain leaf in every slot); the merge joins *after* the cell, over whole states, where the original
-joins the pre-activations of all splits and applies the nonlinearity once; logits and margins are
-bounded per slot and then joined (the original joins the slots first).
+joins the pre-activations of all splits and applies the nonlinearity once (``join="before_cell"``
+builds that variant, for comparison: :data:`JOINS`); logits and margins are bounded per slot and
+then joined (the original joins the slots first).
 
 Layout: the decomposition grid (δ_1+1, …, δ_m+1) is flattened to C slots (row-major, the order of
 ``np.ndindex``). The splits (c', c'') with c' + c'' ≤ δ are P static index pairs (numpy), so a
@@ -55,6 +56,16 @@ from arc_jax import interval as iv
 from arc_jax.nn.cells import Dense
 from arc_jax.nn.tree_models import TreeLSTMClassifier, bottom_up, flat_children
 from arc_jax.perturbation.trees import DEL, DUP, SUB, TreeBatch, TreeSignature, TreeSpace
+
+
+JOINS = ("after_cell", "before_cell")
+"""Where a node's merge joins the splits c' + c'' = c of a slot. ``"after_cell"``: the cell runs on
+every split and the resulting states are joined (ours). ``"before_cell"``: the gate
+pre-activations ``[i|o|u]`` and the forget terms ``σ(f_l)⊙c_l + σ(f_r)⊙c_r`` of the splits are
+joined, and c = σ(i)⊙tanh(u) + forget and h = σ(o)⊙tanh(c) are computed once on the joins (the
+original's, REFERENCE.md §6). Both are sound: each split's state lies in the finish of the joins,
+since interval operations are monotone under inclusion. For the same reason ``"after_cell"`` is
+contained in ``"before_cell"`` at every node: never looser, usually tighter."""
 
 
 class _Tables(NamedTuple):
@@ -145,7 +156,7 @@ def _leaf_slots(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch,
 
 
 def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Array,
-                children: tuple[jax.Array, jax.Array]) -> Callable:
+                children: tuple[jax.Array, jax.Array], join: str) -> Callable:
   """The internal-node rules as a :func:`bottom_up` combine function on (h, c, valid) rows,
   with the Tree-LSTM cell's state (``nnx.split(model.cell)``) as its params."""
   tables = _tables(sig)
@@ -158,11 +169,15 @@ def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Arr
     # the join over the splits of each target c = c' + c''; ⊥ splits are masked out.
     pre = iv.add(cell.child_pre_activations(h_l, 0)[:, a],
                  cell.child_pre_activations(h_r, 1)[:, b])  # (W, P, 5H)
-    h_p, c_p = cell.merge(pre, c_l[:, a], c_r[:, b])
     ok_p = ok_l[:, a] & ok_r[:, b]  # (W, P)
     ok = ok_p[:, tables.join_index] & tables.join_mask  # (W, C, P_max)
-    h = _join_over(h_p[:, tables.join_index], ok, axis=2)
-    c = _join_over(c_p[:, tables.join_index], ok, axis=2)
+    splits = lambda box: _join_over(box[:, tables.join_index], ok, axis=2)
+    if join == "after_cell":
+      h, c = (splits(box) for box in cell.merge(pre, c_l[:, a], c_r[:, b]))
+    else:  # "before_cell", the original's: join [i|o|u] and the forget term, then finish once
+      gates = cell.biased(pre)
+      forgotten = cell.forgotten(gates, c_l[:, a], c_r[:, b])
+      h, c = cell.finish(splits(gates[..., :3 * cell.hidden]), splits(forgotten))
     valid = jnp.any(ok, axis=2)
     if len(tables.del_source) > 1:
       # Deletion: when one child's subtree goes (d ≤ c_Del stop words), the tree is one of the
@@ -184,11 +199,12 @@ def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Arr
 
 
 def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch,
-                          eps: jax.Array, in_scale: jax.Array | None = None
-                          ) -> tuple[iv.Interval, jax.Array]:
+                          eps: jax.Array, in_scale: jax.Array | None = None,
+                          join: str = "after_cell") -> tuple[iv.Interval, jax.Array]:
   """The DP: boxes of h for every node and slot, (B, N, C, H), and their validity (B, N, C).
 
-  Slot 0 of every real node is the point state of the unperturbed subtree.
+  Slot 0 of every real node is the point state of the unperturbed subtree. ``join`` (one of
+  :data:`JOINS`) is where the merge joins the splits of a slot.
   """
   chex.assert_rank(batch.token_ids, 2)
   rows, n_pad = batch.shape
@@ -198,7 +214,7 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
   buffer = jax.tree.map(flat, (h, c, valid))
   deletable = flat(jnp.asarray(batch.deletable))
   cell_graph, cell_state = nnx.split(model.cell)
-  combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch))
+  combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch), join)
   h, _, valid = bottom_up(buffer, batch, combine, cell_state)
   unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
   return jax.tree.map(unflat, h), unflat(valid)
@@ -257,8 +273,8 @@ class TreeCertificate:
 
 def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignature,
                        batch: TreeBatch, labels: jax.Array, eps: jax.Array | float = 1.0,
-                       dropout_key: jax.Array | None = None, budgets: jax.Array | None = None
-                       ) -> TreeCertificate:
+                       dropout_key: jax.Array | None = None, budgets: jax.Array | None = None,
+                       join: str = "after_cell") -> TreeCertificate:
   """Certifies a batch of trees (see :class:`TreeCertificate`); differentiable in the model.
 
   Args:
@@ -273,8 +289,13 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
       compilation serves every budget vector, e.g. a δ sweep). Slots are tight, so the smaller
       space's trees are exactly those of the slots c ≤ budgets. Budgets above the signature's
       give infinite bounds and no certificate (the DP did not compute those slots).
+    join: ``"after_cell"`` (default: the cell on every split, then the join of the states) or
+      ``"before_cell"`` (the original's: the join of every split's gate pre-activations and
+      forget terms, then the rest of the cell once), see :data:`JOINS`.
   """
   chex.assert_shape(labels, batch.shape)
+  if join not in JOINS:
+    raise ValueError(f"Unknown join {join!r}; choose one of {JOINS}.")
   sig = space.signature
   if not isinstance(sig, TreeSignature):
     raise TypeError(f"Trees are certified under a tree space; got {space}: use "
@@ -284,7 +305,8 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
                      "TreeBatchBuilder(vocab, space) for the space it is certified under.")
   rows, n_pad = batch.shape
   in_scale, out_scale = model.dropout_scales(dropout_key, batch.shape)
-  h, valid = certified_node_states(model, sig, batch, jnp.asarray(eps, jnp.float32), in_scale)
+  h, valid = certified_node_states(model, sig, batch, jnp.asarray(eps, jnp.float32), in_scale,
+                                   join)
   beyond = jnp.asarray(False)
   if budgets is not None:
     budgets = jnp.asarray(budgets)
@@ -314,23 +336,24 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
 
 
 def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
-                   budgets=None):
+                   budgets=None, *, join="after_cell"):
   states = state if isinstance(state, tuple) else (state,)
   return certify_tree_model(nnx.merge(graphdef, *states), signature, batch, labels, eps,
-                            dropout_key, budgets)
+                            dropout_key, budgets, join)
 
 
-certify_tree_jit = jax.jit(_certify_state, static_argnums=(0, 1))
+certify_tree_jit = jax.jit(_certify_state, static_argnums=(0, 1), static_argnames="join")
 """``certify_tree_jit(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
-budgets=None)``: jitted, cached by (graphdef, tree signature, array shapes)."""
+budgets=None, *, join="after_cell")``: jitted, cached by (graphdef, tree signature, join, array
+shapes)."""
 
 
-def make_tree_certify_fn(graphdef: nnx.GraphDef, space: TreeSpace | TreeSignature
-                         ) -> Callable[..., TreeCertificate]:
+def make_tree_certify_fn(graphdef: nnx.GraphDef, space: TreeSpace | TreeSignature,
+                         join: str = "after_cell") -> Callable[..., TreeCertificate]:
   """A pure ``certify_tree_fn(state, batch, labels, eps=1.0, dropout_key=None, budgets=None)``.
 
   As :func:`~arc_jax.certify.make_certify_fn`: ``graphdef, state = nnx.split(model)`` (or pass
   ``state=(params, rest)`` from ``nnx.split(model, nnx.Param, ...)`` to differentiate with respect
   to the parameters); the function can be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
   """
-  return functools.partial(_certify_state, graphdef, space.signature)
+  return functools.partial(_certify_state, graphdef, space.signature, join=join)

@@ -91,16 +91,29 @@ class TreeLSTMCell(nnx.Module):
     kernel = jnp.concatenate([self.u_iou[...][rows], self.u_f.kernel[...][rows]], axis=1)
     return iv.linear(h, kernel)
 
+  def biased(self, pre: Value) -> Value:
+    """The summed children's shares ``pre`` (..., 5·hidden) plus the biases: ``[i|o|u|f_l|f_r]``."""
+    return iv.add(pre, jnp.concatenate([self.b_iou[...], self.u_f.bias[...]]))
+
+  def forgotten(self, gates: Value, c_left: Value, c_right: Value) -> Value:
+    """``σ(f_l)⊙c_l + σ(f_r)⊙c_r`` from the :meth:`biased` pre-activations (..., 5·hidden)."""
+    hd = self.hidden
+    sig = lambda g: iv.monotone(jax.nn.sigmoid, gates[..., g * hd:(g + 1) * hd])
+    return iv.add(gate_product(sig(3), c_left), gate_product(sig(4), c_right))
+
+  def finish(self, gates: Value, forgotten: Value) -> State:
+    """(h, c) from the :meth:`biased` ``[i|o|u…]`` pre-activations (..., ≥ 3·hidden) and the
+    :meth:`forgotten` term: c = σ(i)⊙tanh(u) + forgotten, h = σ(o)⊙tanh(c)."""
+    hd = self.hidden
+    i, o, u = (gates[..., g * hd:(g + 1) * hd] for g in range(3))
+    sig = lambda v: iv.monotone(jax.nn.sigmoid, v)
+    c = iv.add(gate_product(sig(i), iv.monotone(jnp.tanh, u)), forgotten)
+    return gate_product(sig(o), iv.monotone(jnp.tanh, c)), c
+
   def merge(self, pre: Value, c_left: Value, c_right: Value) -> State:
     """(h, c) of an internal node from the summed children's shares ``pre`` (..., 5·hidden)."""
-    hd = self.hidden
-    bias = jnp.concatenate([self.b_iou[...], self.u_f.bias[...]])
-    pre = iv.add(pre, bias)
-    i, o, u, f_l, f_r = (pre[..., g * hd:(g + 1) * hd] for g in range(5))
-    sig = lambda v: iv.monotone(jax.nn.sigmoid, v)
-    c = iv.add(gate_product(sig(i), iv.monotone(jnp.tanh, u)),
-               iv.add(gate_product(sig(f_l), c_left), gate_product(sig(f_r), c_right)))
-    return gate_product(sig(o), iv.monotone(jnp.tanh, c)), c
+    gates = self.biased(pre)
+    return self.finish(gates, self.forgotten(gates, c_left, c_right))
 
   def __call__(self, left: State, right: State) -> State:
     """(h, c) of an internal node with children states ``left`` and ``right``."""

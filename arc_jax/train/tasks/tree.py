@@ -105,11 +105,12 @@ def arc_objective(signature: TreeSignature, robust_weight: optax.Schedule, eps: 
 
 
 @functools.cache
-def certify_rows(signature: TreeSignature):
-  """Root correctness and root certificate at ε = 1, from one DP pass without dropout."""
+def certify_rows(signature: TreeSignature, join: str = "after_cell"):
+  """Root correctness and root certificate at ε = 1, from one DP pass without dropout (``join``:
+  :data:`~arc_jax.certify.tree_dp.JOINS`)."""
   def rows(model: TreeLSTMClassifier, batch: IndexedTrees) -> RowMetrics:
     trees = batch.trees
-    cert = certify_tree_model(model, signature, trees, trees.labels)
+    cert = certify_tree_model(model, signature, trees, trees.labels, join=join)
     return _root_rows(trees, cert.clean_logits, cert.certified)
 
   return rows
