@@ -298,6 +298,11 @@ def test_tree_rows_follow_the_original_tree_script():
     (dict(model="gru"), "'lstm', 'tree_lstm'"),
     (dict(optimizer="sgd"), "'adagrad', 'adam'"),
     (dict(trainable_embeddings=True), "trainable_embeddings=True is not available for .*'lstm'"),
+    (dict(space="[(Dell,2)]"), r"config.space='\[\(Dell,2\)\]': Unknown transformation 'Dell'. "
+     "Valid names: Del, Ins"),
+    (dict(space="[(Del,2)"), r"config.space=.*: .*position"),
+    (dict(model="tree_lstm", dataset="sst_trees", space="[(Trans1,1)]"),
+     "Trans1 .* has no tree counterpart"),
 ])
 def test_model_dataset_method_and_optimizer_must_fit_together(changes, message):
   config = default_config()

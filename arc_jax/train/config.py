@@ -12,6 +12,7 @@ from __future__ import annotations
 import ml_collections
 from ml_collections import config_dict
 
+from arc_jax.perturbation import parse_space
 from arc_jax.train.losses import ROBUST_LOSSES
 from arc_jax.train.methods import METHODS
 from arc_jax.train.steps import OPTIMIZERS
@@ -161,6 +162,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in task.robust_losses:
     raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
                      f"{config.model!r}; choose one of {list(task.robust_losses)}.")
+  try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
+    task.check_space(parse_space(config.space, synonyms={}))
+  except ValueError as error:
+    raise ConfigError(f"config.space={config.space!r}: {error}") from None
   if config.trainable_embeddings and not task.trainable_embeddings:
     raise ConfigError(f"config.trainable_embeddings=True is not available for model "
                      f"{config.model!r}: its word vectors are frozen; set it to False.")

@@ -26,7 +26,7 @@ from jax.sharding import Mesh
 
 from arc_jax.attacks import ExhaustiveResult
 from arc_jax.data import ExperimentData
-from arc_jax.perturbation.spaces import Signature
+from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.train.steps import Objective, RowsFn
 
 if TYPE_CHECKING:
@@ -58,6 +58,10 @@ class Task(abc.ABC):
   robust_losses: ClassVar[tuple[str, ...]]
   metrics: ClassVar[tuple[str, ...]]
   trainable_embeddings: ClassVar[bool] = False
+
+  @staticmethod
+  def check_space(space: Space) -> None:
+    """Raises ValueError, naming the fix, if the model cannot be certified under ``space``."""
 
   # -- building ---------------------------------------------------------------------------
 

@@ -140,6 +140,8 @@ class TreeTask(Task):
   trainable_embeddings = True
   metrics = ("acc", "cf", "ex")
 
+  check_space = staticmethod(tree_space)
+
   def prepare_data(self, config: ml_collections.ConfigDict) -> ExperimentData:
     return prepare_tree_data(synonyms=config.synonyms,
                              max_candidates=config.max_candidates or None)
