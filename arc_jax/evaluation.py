@@ -33,8 +33,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from arc_jax import parallel
 from arc_jax.attacks import hotflip_robustness
-from arc_jax.train import parallel
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, Experiment, build_experiment
@@ -182,7 +182,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     tic = time.perf_counter()
     hf = hotflip_robustness(experiment.graphdef, (params, experiment.rest), experiment.space,
                             data.tokens, data.labels, experiment.data.vocab, beam=beam,
-                            batch_size=config.eval_batch_size, progress=progress)
+                            batch_size=config.eval_batch_size, progress=progress, mesh=mesh)
     flags["hf"] = hf.robust
     out["hf"] = _metric(hf.robust, time.perf_counter() - tic, beam=beam,
                         counterexamples_found=sum(c is not None for c in hf.counterexamples),

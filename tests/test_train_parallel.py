@@ -1,9 +1,11 @@
-"""Data parallelism: ARC train steps and certification on 8 forced CPU devices match one device.
+"""Data parallelism: ARC train steps, certification and HotFlip on 8 forced CPU devices match one
+device.
 
 XLA_FLAGS must be set before JAX initialises, so each check runs in a subprocess that builds a
 tiny model, space and batch, runs two ARC training steps (dropout on) and one certification on a
 mesh of 1 device and on a mesh of all 8, and compares the results: for the LSTM (sentences and
-DP plans sharded by rows) and the Tree-LSTM (trees sharded by rows, the schedule replicated).
+DP plans sharded by rows; also the HotFlip attack of HF Acc) and the Tree-LSTM (trees sharded by
+rows, the schedule replicated).
 """
 
 import os
@@ -19,6 +21,7 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     from flax import nnx
 
+    from arc_jax.attacks import hotflip_robustness
     from arc_jax.certify import certify_jit
     from arc_jax.data import make_batch
     from arc_jax.nn import LSTMClassifier
@@ -26,7 +29,7 @@ SCRIPT = textwrap.dedent("""
     from arc_jax.train import (arc_objective, batch_sharded, certify_rows, data_mesh, epoch_ramp,
                                init_state, make_eval_step, make_optimizer, make_train_step,
                                replicated, zero_totals)
-    from arc_jax.train.parallel import put
+    from arc_jax.parallel import put
 
     assert jax.device_count() == 8, jax.devices()
     words = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
@@ -38,7 +41,7 @@ SCRIPT = textwrap.dedent("""
                        plan_builder=PlanBuilder(space, vocab))
     embeddings = rng.normal(size=(len(words), 6)).astype(np.float32)
 
-    results = {}
+    results, attacks = {}, {}
     for n in (1, 8):
       mesh = data_mesh(jax.devices()[:n])
       model = LSTMClassifier(embeddings, hidden=8, projection=6, head_hidden=5, dropout_rate=0.2,
@@ -60,11 +63,19 @@ SCRIPT = textwrap.dedent("""
       cert = certify_jit(graphdef, space.signature, (state.params, rest), sharded.plan,
                          sharded.labels)
       results[n] = jax.device_get((state.params, totals, flags, cert.margins, cert.logits))
+      # HotFlip: 4 sentences × beam 3 = 12 rows per call, padded to 16 on 8 devices.
+      hf = hotflip_robustness(graphdef, (state.params, rest), space, sentences, batch.labels[:13],
+                              vocab, beam=3, batch_size=4, mesh=mesh)
+      attacks[n] = (hf.correct, hf.robust, hf.candidates)
 
     one, eight = results[1], results[8]
     for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(eight)):
       np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
     assert one[1]["certify_examples"] == 2 * 13
+    assert attacks[1] is not attacks[8] and len(attacks[8][2]) == 13
+    np.testing.assert_array_equal(attacks[1][0], attacks[8][0])
+    np.testing.assert_array_equal(attacks[1][1], attacks[8][1])
+    assert attacks[1][2] == attacks[8][2] and any(attacks[8][2])
     print("parallel OK", float(one[1]["loss"]), int(one[2]["certified"].sum()))
 """)
 
@@ -80,7 +91,7 @@ TREE_SCRIPT = textwrap.dedent("""
     from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
     from arc_jax.train import (TASKS, data_mesh, epoch_ramp, init_state, make_eval_step,
                                make_optimizer, make_train_step, replicated, zero_totals)
-    from arc_jax.train.parallel import put
+    from arc_jax.parallel import put
     from arc_jax.train.tasks import IndexedTrees
 
     assert jax.device_count() == 8, jax.devices()

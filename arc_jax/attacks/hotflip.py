@@ -36,8 +36,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
+from arc_jax import parallel
 from arc_jax.data.batching import make_batch
 from arc_jax.nn.models import predict
 from arc_jax.perturbation.plans import LENGTH_BUCKETS, bucket
@@ -217,6 +220,38 @@ def _first_order_terms(graphdef: nnx.GraphDef, state: nnx.State, shift: jax.Arra
   return grads, _suffix_sums(_diagonal(dots, 0)), _suffix_sums(_diagonal(dots, shift))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Devices:
+  """Where the attack's jitted calls run: the default device (``mesh`` None), or every device of
+  ``mesh`` with the rows of each call split over them (the state replicated). Every host runs
+  the same search on the same sentences and gathers every call's outputs."""
+
+  mesh: Mesh | None = None
+
+  def rows(self, count: int) -> int:
+    """``count`` rounded up to a multiple of the devices (the extra rows are padding)."""
+    devices = 1 if self.mesh is None else self.mesh.size
+    return -(-count // devices) * devices
+
+  def state(self, state: nnx.State) -> nnx.State:
+    """``state`` replicated on the mesh (as it is if it already is: a training step's)."""
+    if self.mesh is None:
+      return state
+    sharding = parallel.replicated(self.mesh)
+    if all(isinstance(x, jax.Array) and x.sharding.is_equivalent_to(sharding, x.ndim)
+           for x in jax.tree.leaves(state)):
+      return state
+    return parallel.put(state, sharding)
+
+  def put_rows(self, *arrays: np.ndarray):
+    return arrays if self.mesh is None else parallel.put(arrays, parallel.batch_sharded(self.mesh))
+
+  def fetch(self, tree):
+    if self.mesh is None:
+      return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
 def _merged(graphdef: nnx.GraphDef, state) -> tuple[nnx.GraphDef, nnx.State]:
   """(graphdef, one state) from a state or a tuple of states (e.g. ``(params, rest)``)."""
   if isinstance(state, tuple):
@@ -241,10 +276,10 @@ class _Search:
 
   def __init__(self, graphdef, state, space: Space, sentences: Sequence[Tokens],
                labels: np.ndarray, vocab: Mapping[str, int], embeddings: np.ndarray, beam: int,
-               rows: int):
+               rows: int, devices: _Devices):
     self.graphdef, self.state, self.space, self.vocab = graphdef, state, space, vocab
     self.sentences, self.labels, self.embeddings = sentences, labels, embeddings
-    self.beam, self.rows = beam, rows
+    self.beam, self.rows, self.devices = beam, rows, devices
     self.matches = [_matches(space, x, vocab) for x in sentences]
     self.beams = [[_member(space, x, (), 0.0)] for x in sentences]
 
@@ -279,8 +314,9 @@ class _Search:
     ids, lengths = _pad_rows([m.candidate.tokens for _, m, _ in todo], self.vocab, self.rows)
     labels = np.zeros((self.rows,), np.int32)
     labels[:len(todo)] = [self.labels[j] for j, _, _ in todo]
-    grads, old, shifted = jax.device_get(_first_order_terms(
-        self.graphdef, self.state, np.int32(t.s - t.t), ids, lengths, labels))
+    grads, old, shifted = self.devices.fetch(_first_order_terms(
+        self.graphdef, self.state, np.int32(t.s - t.t),
+        *self.devices.put_rows(ids, lengths, labels)))
 
     # Every (member, pick) pair of the round, flattened.
     row = np.concatenate([np.full(len(p), r) for r, (_, _, p) in enumerate(todo)])
@@ -353,7 +389,8 @@ def _check_inputs(sentences: Sequence[Tokens], labels: np.ndarray, vocab: Mappin
 def hotflip_search(graphdef: nnx.GraphDef, state, space: Space,
                    sentences: Sequence[Sequence[str]], labels: Sequence[int],
                    vocab: Mapping[str, int], *, beam: int = 5, batch_size: int = 32,
-                   progress: bool = False) -> list[tuple[HotFlipCandidate, ...]]:
+                   progress: bool = False, mesh: Mesh | None = None
+                   ) -> list[tuple[HotFlipCandidate, ...]]:
   """HotFlip beam search on n sentences (see the module docstring).
 
   Args:
@@ -366,6 +403,8 @@ def hotflip_search(graphdef: nnx.GraphDef, state, space: Space,
     beam: beam width (5 for HF Acc, 1 for adversarial training).
     batch_size: sentences searched together; each gradient call has ``batch_size · beam`` rows.
     progress: tqdm bar over sentences.
+    mesh: split each gradient call's rows over these devices (``arc_jax.parallel``; padded to
+      a multiple of them); None: the default device. The candidates do not depend on it.
 
   Returns:
     Per sentence, up to ``beam`` candidates with distinct strings, best score first; x itself
@@ -377,13 +416,15 @@ def hotflip_search(graphdef: nnx.GraphDef, state, space: Space,
   graphdef, state = _merged(graphdef, state)
   space = space.restricted_to(vocab)
   embeddings = np.asarray(nnx.merge(graphdef, state).embeddings[...])
+  devices = _Devices(mesh)
+  state = devices.state(state)
   order = np.argsort([len(s) for s in sentences], kind="stable")
   out: list[tuple[HotFlipCandidate, ...]] = [()] * len(sentences)
   with tqdm(total=len(sentences), unit="sentence", desc="hotflip", disable=not progress) as bar:
     for start in range(0, len(order), batch_size):
       chunk = order[start:start + batch_size]
       search = _Search(graphdef, state, space, [sentences[i] for i in chunk], labels[chunk],
-                       vocab, embeddings, beam, batch_size * beam)
+                       vocab, embeddings, beam, devices.rows(batch_size * beam), devices)
       for i, found in zip(chunk, search.run()):
         out[i] = found
       bar.update(len(chunk))
@@ -393,27 +434,28 @@ def hotflip_search(graphdef: nnx.GraphDef, state, space: Space,
 def hotflip_candidates(graphdef: nnx.GraphDef, state, space: Space,
                        sentences: Sequence[Sequence[str]], labels: Sequence[int],
                        vocab: Mapping[str, int], *, beam: int = 5, batch_size: int = 32,
-                       progress: bool = False) -> list[list[Tokens]]:
+                       progress: bool = False, mesh: Mesh | None = None) -> list[list[Tokens]]:
   """The strings of :func:`hotflip_search`: per sentence up to ``beam`` distinct members of S(x)."""
   found = hotflip_search(graphdef, state, space, sentences, labels, vocab, beam=beam,
-                         batch_size=batch_size, progress=progress)
+                         batch_size=batch_size, progress=progress, mesh=mesh)
   return [[c.tokens for c in candidates] for candidates in found]
 
 
 def adversarial_examples(graphdef: nnx.GraphDef, state, space: Space,
                          sentences: Sequence[Sequence[str]], labels: Sequence[int],
-                         vocab: Mapping[str, int], *, batch_size: int = 32) -> list[Tokens]:
+                         vocab: Mapping[str, int], *, batch_size: int = 32,
+                         mesh: Mesh | None = None) -> list[Tokens]:
   """HotFlip adversarial training's extra rows: the top-1 (beam 1) candidate of each sentence.
 
   As in the original, a sentence whose every child scores below 0 comes back unchanged.
   """
   found = hotflip_search(graphdef, state, space, sentences, labels, vocab, beam=1,
-                         batch_size=batch_size)
+                         batch_size=batch_size, mesh=mesh)
   return [candidates[0].tokens for candidates in found]
 
 
 def _predicted(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[Tokens],
-               vocab: Mapping[str, int], rows: int) -> np.ndarray:
+               vocab: Mapping[str, int], rows: int, devices: _Devices) -> np.ndarray:
   """Predicted class (len(strings),) of each string, in batches of ``rows`` sorted by length."""
   order = np.argsort([len(s) for s in strings], kind="stable")
   out = np.zeros(len(strings), np.int64)
@@ -421,7 +463,8 @@ def _predicted(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[Token
     idx = order[start:start + rows]
     batch = make_batch([strings[i] for i in idx], np.zeros(len(idx), np.int64),
                        range(len(idx)), vocab, rows)
-    logits = np.asarray(predict(graphdef, state, batch.token_ids, batch.lengths))
+    logits = devices.fetch(predict(graphdef, state,
+                                   *devices.put_rows(batch.token_ids, batch.lengths)))
     out[idx] = np.argmax(logits[:len(idx)], axis=-1)
   return out
 
@@ -429,14 +472,14 @@ def _predicted(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[Token
 def hotflip_robustness(graphdef: nnx.GraphDef, state, space: Space,
                        sentences: Sequence[Sequence[str]], labels: Sequence[int],
                        vocab: Mapping[str, int], *, beam: int = 5, batch_size: int = 32,
-                       progress: bool = False) -> HotFlipResult:
+                       progress: bool = False, mesh: Mesh | None = None) -> HotFlipResult:
   """HF Acc (REFERENCE.md §8): robust iff x and all ``beam`` HotFlip candidates are classified y.
 
   Examples whose clean prediction is wrong are not attacked. The candidates are members of
   S(x), so HF Acc ≥ EX Acc; it is ≤ Acc by definition.
 
   Args:
-    graphdef, state, space, sentences, labels, vocab, beam, batch_size, progress: as for
+    graphdef, state, space, sentences, labels, vocab, beam, batch_size, progress, mesh: as for
       :func:`hotflip_search`; predictions use ``batch_size · beam`` rows per call.
 
   Returns:
@@ -446,18 +489,20 @@ def hotflip_robustness(graphdef: nnx.GraphDef, state, space: Space,
   labels = np.asarray(labels, np.int64).reshape(-1)
   _check_inputs(sentences, labels, vocab, beam, batch_size)
   graphdef, state = _merged(graphdef, state)
-  rows = batch_size * beam
-  correct = _predicted(graphdef, state, sentences, vocab, rows) == labels
+  devices = _Devices(mesh)
+  rows = devices.rows(batch_size * beam)
+  placed = devices.state(state)
+  correct = _predicted(graphdef, placed, sentences, vocab, rows, devices) == labels
   attacked = np.flatnonzero(correct)
   found = hotflip_candidates(graphdef, state, space, [sentences[i] for i in attacked],
                              labels[attacked], vocab, beam=beam, batch_size=batch_size,
-                             progress=progress)
+                             progress=progress, mesh=mesh)
   candidates: list[tuple[Tokens, ...]] = [()] * len(sentences)
   for i, strings in zip(attacked, found):
     candidates[i] = tuple(strings)
   flat = [s for strings in candidates for s in strings]
   owner = np.repeat(np.arange(len(sentences)), [len(c) for c in candidates])
-  wrong = _predicted(graphdef, state, flat, vocab, rows) != labels[owner]
+  wrong = _predicted(graphdef, placed, flat, vocab, rows, devices) != labels[owner]
   robust = correct.copy()
   robust[owner[wrong]] = False
   counterexamples: list[Tokens | None] = [None] * len(sentences)

@@ -13,7 +13,7 @@ from arc_jax.train.experiment import Experiment, build_experiment, use_compilati
 from arc_jax.train.losses import (arc_loss, cross_entropy, max_of_means_loss, weighted_mean,
                                   worst_case_loss)
 from arc_jax.train.methods import METHODS, Method, register_method
-from arc_jax.train.parallel import batch_sharded, data_mesh, replicated
+from arc_jax.parallel import batch_sharded, data_mesh, replicated
 from arc_jax.train.run import train_and_evaluate
 from arc_jax.train.schedules import epoch_ramp
 from arc_jax.train.steps import (OPTIMIZERS, RowMetrics, TrainState, evaluate_split, init_state,

@@ -12,11 +12,11 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from arc_jax import parallel
 from arc_jax.data import ExperimentData, TextSplit, Tree
 from arc_jax.data.paths import cache_dir
 from arc_jax.perturbation import PlanBuilder, Space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSpace
-from arc_jax.train import parallel
 from arc_jax.train.tasks import TASKS, Task
 
 SPLITS = {"train": "num_train", "validation": "num_dev", "test": "num_test"}

@@ -76,7 +76,8 @@ def hotflip_members(experiment: Experiment) -> BatchTransform:
   def transform(batch: Batch, step: int, params: nnx.State) -> Batch:
     del step
     return experiment.task.doubled(experiment, batch, lambda rows, labels: adversarial_examples(
-        graphdef, (params, rest), space, rows, labels, vocab, batch_size=batch_size))
+        graphdef, (params, rest), space, rows, labels, vocab, batch_size=batch_size,
+        mesh=experiment.mesh))
 
   return transform
 

@@ -24,8 +24,8 @@ import numpy as np
 from jax.sharding import Mesh
 from tqdm.auto import tqdm
 
+from arc_jax import parallel
 from arc_jax.data import num_batches
-from arc_jax.train import parallel
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError
 from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment

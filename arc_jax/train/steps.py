@@ -26,7 +26,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh
 
-from arc_jax.train import parallel
+from arc_jax import parallel
 
 TOTALS = ("loss", "correct", "examples", "certified", "certify_examples")
 """Keys of the metric totals a train step accumulates: Σ loss·examples, Σ correct, Σ examples,

@@ -16,13 +16,14 @@ from flax import nnx
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
+from arc_jax import parallel
 from arc_jax.attacks import ExhaustiveResult, augment_batch, exhaustive_robustness
 from arc_jax.certify import certify_model
 from arc_jax.data import Batch, ExperimentData, iterate_batches, make_batch, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.perturbation import PlanBuilder, Space
 from arc_jax.perturbation.spaces import Signature
-from arc_jax.train import losses, parallel, steps
+from arc_jax.train import losses, steps
 from arc_jax.train.tasks.base import Task, largest_synonym_list
 
 

@@ -29,6 +29,7 @@ from flax import nnx
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
+from arc_jax import parallel
 from arc_jax.attacks import ExhaustiveResult, exhaustive_tree_robustness, sample_tree_member
 from arc_jax.certify.tree_dp import certify_tree_model
 from arc_jax.data import ExperimentData, Tree, batch_order, prepare_tree_data
@@ -36,7 +37,7 @@ from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation.plans import bucket
 from arc_jax.perturbation.trees import (DUP, NODE_BUCKETS, SUB, TreeBatch, TreeBatchBuilder,
                                         TreeSignature, TreeSpace, tree_space)
-from arc_jax.train import losses, parallel
+from arc_jax.train import losses
 from arc_jax.train.steps import RowMetrics
 from arc_jax.train.tasks.base import Task, largest_synonym_list
 
