@@ -125,16 +125,16 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     raise ConfigError(f"Unknown split {split!r}; choose one of {sorted(SPLITS)}.")
   if beam < 1:
     raise ConfigError(f"beam={beam}: HF Acc needs at least one HotFlip candidate per example; "
-                     "pass beam >= 1 (--beam, default 5).")
+                      "pass beam >= 1 (--beam, default 5).")
   run = RunDirectory(workdir)
   config = run.config()
   lexicon = {"synonyms": synonyms, "max_candidates": max_candidates}
   if config.trainable_embeddings and any(v not in (None, config[k]) for k, v in lexicon.items()):
     raise ConfigError(f"The run in {run.path} trained its word vectors on the vocabulary of its "
-                     f"lexicon (synonyms={config.synonyms!r}, max_candidates="
-                     f"{config.max_candidates}); another lexicon would rebuild the vocabulary "
-                     "and misalign them. Evaluate it with its own lexicon (leave out "
-                     "--synonyms/--max-candidates).")
+                      f"lexicon (synonyms={config.synonyms!r}, max_candidates="
+                      f"{config.max_candidates}); another lexicon would rebuild the vocabulary "
+                      "and misalign them. Evaluate it with its own lexicon (leave out "
+                      "--synonyms/--max-candidates).")
   for field, value in (("space", space), *lexicon.items()):
     if value is not None:
       config[field] = value
@@ -143,8 +143,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics))
   if unavailable:
     raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models "
-                     "(HotFlip, hf, is implemented for token sequences only); choose from "
-                     f"{TASKS[config.model].metrics}.")
+                      "(HotFlip, hf, is implemented for token sequences only); choose from "
+                      f"{TASKS[config.model].metrics}.")
   experiment = build_experiment(config, mesh)
   task, mesh = experiment.task, experiment.mesh
   parallel.check_batch_size(exhaustive_batch_size, mesh, "exhaustive_batch_size")

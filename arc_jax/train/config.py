@@ -113,7 +113,7 @@ def sst2_row_config(method: str, row: str) -> ml_collections.ConfigDict:
   model, _, space = row.partition(",")
   if (model, space) not in SST2_ROWS:
     raise ConfigError(f"No {method} row {row!r}; choose one of: "
-                     f"{', '.join(f'{m},{s}' for m, s in SST2_ROWS)}.")
+                      f"{', '.join(f'{m},{s}' for m, s in SST2_ROWS)}.")
   c = default_config()
   c.name = f"{method}_{model}_{space}"
   c.method = method
@@ -145,37 +145,37 @@ def validate(config: ml_collections.ConfigDict) -> None:
   """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings."""
   if config.method not in METHODS:
     raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
-                     f"{sorted(METHODS)}.")
+                      f"{sorted(METHODS)}.")
   if config.model not in TASKS:
     raise ConfigError(f"config.model={config.model!r} is unknown; choose one of {sorted(TASKS)}.")
   task = TASKS[config.model]
   if config.dataset not in task.datasets:
     owner = [t.name for t in TASKS.values() if config.dataset in t.datasets]
     raise ConfigError(f"config.dataset={config.dataset!r} is not a dataset of model "
-                     f"{config.model!r} (its datasets: {list(task.datasets)})"
-                     + (f"; it is one of model {owner[0]!r}: set config.model={owner[0]!r}."
-                        if owner else "."))
+                      f"{config.model!r} (its datasets: {list(task.datasets)})"
+                      + (f"; it is one of model {owner[0]!r}: set config.model={owner[0]!r}."
+                         if owner else "."))
   if config.method in task.unsupported_methods:
     raise ConfigError(f"config.method={config.method!r} is not available for model "
-                     f"{config.model!r}; choose one of "
-                     f"{sorted(set(METHODS) - set(task.unsupported_methods))}.")
+                      f"{config.model!r}; choose one of "
+                      f"{sorted(set(METHODS) - set(task.unsupported_methods))}.")
   if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in task.robust_losses:
     raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
-                     f"{config.model!r}; choose one of {list(task.robust_losses)}.")
+                      f"{config.model!r}; choose one of {list(task.robust_losses)}.")
   try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
     task.check_space(parse_space(config.space, synonyms={}))
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
   if config.trainable_embeddings and not task.trainable_embeddings:
     raise ConfigError(f"config.trainable_embeddings=True is not available for model "
-                     f"{config.model!r}: its word vectors are frozen; set it to False.")
+                      f"{config.model!r}: its word vectors are frozen; set it to False.")
   if config.optimizer not in OPTIMIZERS:
     raise ConfigError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
-                     f"{sorted(OPTIMIZERS)}.")
+                      f"{sorted(OPTIMIZERS)}.")
   for name in ("lambda_start", "lambda_max"):
     if not 0.0 <= config[name] <= 1.0:
       raise ConfigError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "
-                       "robust loss).")
+                        "robust loss).")
   for name in ("max_candidates", "early_stopping", "ramp_epochs"):
     if config[name] < 0:
       raise ConfigError(f"config.{name}={config[name]} must be >= 0 .")
