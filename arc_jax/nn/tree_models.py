@@ -2,9 +2,9 @@
 
 embedding (V, 300) → Linear 300→h → ReLU (leaves) → Tree-LSTM(h) → Dropout → Linear(h, 5), with
 logits on every node (training uses every node's label, metrics the root's). The original trains
-its embeddings (lr 0.1×, no weight decay); here they are frozen by default (``FrozenEmbedding``,
-as for the LSTMs, so one vocabulary and one embedding matrix serve every model) and
-``trainable_embeddings=True`` makes them an ``nnx.Param``. Hidden size 150 as the original's
+its embeddings (lr 0.1×, no weight decay): ``trainable_embeddings=True`` makes them an
+``nnx.Param`` (the tree configs do, and the optimiser gives them that learning rate); the class
+default keeps them a ``FrozenEmbedding``, as for the LSTMs. Hidden size 150 as the original's
 script (the paper says 100). Weight matrices use Xavier-uniform init as the original's training
 script; biases PyTorch's default (the Tree-LSTM's ``b_iou`` starts at zero).
 
