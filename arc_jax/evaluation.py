@@ -72,6 +72,23 @@ def _restore(run: RunDirectory, experiment, which: str):
     checkpoints.close()
 
 
+def load_run(workdir, checkpoint: str = "best"):
+  """``(model, vocab, space)`` of a trained run, in one call: the model with the parameters of
+  its ``"best"`` (selected epoch) or ``"latest"`` Orbax checkpoint, the vocabulary (word → id)
+  and the run's perturbation space restricted to it (a tree space for Tree-LSTMs).
+
+  Rebuilds the run's data and model from its ``config.json`` (the data files must be where
+  training found them, see :mod:`arc_jax.data.paths`), then restores the checkpoint into them.
+  """
+  run = RunDirectory(workdir)
+  config = run.config()
+  validate(config)
+  experiment = build_experiment(config)
+  params, _ = _restore(run, experiment, checkpoint)
+  model = nnx.merge(experiment.graphdef, params, experiment.rest)
+  return model, experiment.data.vocab, experiment.space
+
+
 def _row_flags(experiment: Experiment, params: nnx.State, split: str, rows_fn: RowsFn,
                certify: bool) -> dict[str, np.ndarray]:
   """The jitted ``rows_fn`` over ``split`` in eval batches: bool (n,) per key of its output."""

@@ -182,7 +182,7 @@ class Space:
 
 _TOKEN = re.compile(r"\s*(?:(?P<punct>[\[\](),])|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<int>-?\d+(?:\.\d*)?))")
 
-STANDARD_NAMES = ("Del", "Ins", "Dup", "Sub", "Trans1", "Trans2", "Trans3", "Trans4")
+STANDARD_NAMES = tr.STANDARD_NAMES
 
 
 class SpecError(ValueError):
@@ -198,6 +198,10 @@ def standard_transformation(
 ) -> tr.Transformation:
   """The transformation called ``name`` (a standard one, or one of ``custom``)."""
   custom = dict(custom or {})
+  reused = sorted(set(custom) & set(STANDARD_NAMES))
+  if reused:
+    raise ValueError(f"custom={{{reused[0]!r}: ...}} reuses the name of a standard transformation; "
+                     f"register yours under another name (e.g. 'My{reused[0]}').")
   if name in custom:
     return custom[name]
   if name == "Del":
@@ -234,7 +238,8 @@ def parse_space(
     spec: the spec string.
     synonyms: word → candidate words, required by ``Sub``.
     stopwords: words ``Del`` may delete (default: :data:`STOP_WORDS`).
-    custom: extra transformations by name (override standard names).
+    custom: extra transformations by name (standard names are refused: a spec that says Ins
+      means the library's Ins everywhere).
 
   Raises:
     SpecError: malformed syntax (with the character position), a negative budget or a
