@@ -45,7 +45,8 @@ def test_escape_1_tree_spaces_decide_by_what_a_transformation_does():
                                   custom={"Swap": swap, "Drop": drop, "Twice": twice}))
   assert tspace.kinds == ("Sub", "Del", "Dup")
   assert set(tspace.enumerate(from_nested(("good", "movie")))) == {
-      ("good", "movie"), ("bad", "movie"), "good", (("good", "good"), "movie")}
+      ("good", "movie"), ("bad", "movie"), "good", "bad", (("good", "good"), "movie"),
+      ("good", "good")}
 
 
 def test_standard_names_are_refused_for_every_user_transformation():
