@@ -191,7 +191,7 @@ def cases(family, count, first_seed=0):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_float_soundness_small(family):
   """A few cases per family (CI): float32 and float64, several transformation shapes."""
-  shapes = TREE_SHAPES if family.startswith("tree") else [(1, 2), (2, 1), (4, 3), (3, 0)]
+  shapes = TREE_SHAPES[1:] if family.startswith("tree") else [(1, 2), (4, 3)]
   for i, (shape, dtype) in enumerate(zip(shapes, itertools.cycle((np.float32, np.float64)))):
     run_case(1000 * i + 7, family, dtype, shape)
 
