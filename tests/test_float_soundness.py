@@ -204,3 +204,17 @@ def test_float_soundness_fuzz(family):
   for seed, shape, dtype in cases(family, count):
     members += run_case(seed, family, dtype, shape)
   print(f"\nfuzz {family}: {count} cases, {members} member strings, 0 escapes")
+
+
+def test_escape_2_float32_weights_x10_regression():
+  """Issue 12's second escape: float32 LSTMs with weights ×10. On main (931a241), without
+  directed rounding, each of these seeds lets a member's logit or logit difference escape (by up
+  to 3e-5); with outward rounding none does."""
+  synonyms = {"good": ["bad", "film"], "movie": ["film", "x"], "bad": ["good"], "y": ["x", "!"]}
+  space = parse_space("[(Sub,2),(Del,1),(Ins,1)]", synonyms=synonyms,
+                      stopwords=("a", "the", "of")).restricted_to(VOCAB)
+  for seed in (0, 1, 2):
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, "lstm", np.float32, 10.0, saturate=False)
+    sentences = [random_sentence(rng) for _ in range(4)]
+    check_sequence(model, space, sentences, rng.integers(0, 3, size=4).tolist())
