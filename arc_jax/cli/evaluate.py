@@ -7,7 +7,7 @@ fewer than the model's; and to --output) and prints it. Exits with status 1 if C
 Acc fails (per example, over the metrics computed) or, with --no-shortcut, if a certified example
 has a misclassified member (an audit failure); with status 2 and one line naming the fix if a
 setting does not fit the run (the run directory and its checkpoint are checked before any data
-is loaded); with 130 on Ctrl-C (nothing written).
+is loaded); with 130 (143) and one line on Ctrl-C (SIGTERM), writing nothing.
 See arc_jax.evaluation and experiments/README.md.
 """
 
@@ -21,6 +21,7 @@ from arc_jax.cli import common
 from arc_jax.evaluation import (METRICS, EvaluationError, evaluate_run, results_path,
                                 write_results)
 from arc_jax.train import use_compilation_cache
+from arc_jax.train.interrupt import exit_on_signals
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -58,20 +59,18 @@ def main(argv=None) -> int:
   common.setup_logging()
   use_compilation_cache()
   try:
-    results, status = evaluate_run(
-        args.workdir, space=args.space, split=args.split,
-        metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,
-        checkpoint=args.checkpoint, synonyms=args.synonyms,
-        max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
-        beam=args.beam, progress=not args.no_progress and jax.process_index() == 0), 0
+    with exit_on_signals("stopped; no results were written."):
+      results, status = evaluate_run(
+          args.workdir, space=args.space, split=args.split,
+          metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,
+          checkpoint=args.checkpoint, synonyms=args.synonyms,
+          max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
+          beam=args.beam, progress=not args.no_progress and jax.process_index() == 0), 0
   except EvaluationError as error:
     print(error, file=sys.stderr)
     results, status = error.results, 1
   except common.USER_ERRORS as error:
     return common.error(error)
-  except KeyboardInterrupt:
-    print("Interrupted; no results were written.", file=sys.stderr)
-    return 130
   if jax.process_index() > 0:
     return status
   paths = [results_path(args.workdir, results, args.shortcut)]

@@ -25,6 +25,7 @@ from arc_jax import configs
 from arc_jax.cli import common
 from arc_jax.train import train_and_evaluate, use_compilation_cache
 from arc_jax.train.config import FIELD_HELP, run_name
+from arc_jax.train.interrupt import exit_on_signals
 
 CONFIGS = Path(configs.__file__).resolve().parent
 DEFAULT_CONFIG = CONFIGS / "arc.py"
@@ -152,13 +153,11 @@ def main(argv) -> int:
   workdir = FLAGS.workdir or str(Path("runs") / config.name)
   logging.info("JAX process %d of %d, %d devices (%s).", jax.process_index(),
                jax.process_count(), jax.device_count(), jax.devices()[0].platform)
-  try:
-    summary = train_and_evaluate(config, workdir, overwrite=FLAGS.overwrite)
+  try:  # train_and_evaluate stops cleanly on signals once training starts
+    with exit_on_signals("stopped before training started; nothing was trained."):
+      summary = train_and_evaluate(config, workdir, overwrite=FLAGS.overwrite)
   except common.USER_ERRORS as error:
     return common.error(error)
-  except KeyboardInterrupt:  # before training started: nothing claimed the run directory yet
-    print("Interrupted while preparing the run; nothing was trained.", file=sys.stderr)
-    return 130
   if summary["status"] == "interrupted":
     if jax.process_index() == 0:
       print(f"{summary['signal']}: stopped at step {summary['step']}, checkpoint saved in "

@@ -65,3 +65,26 @@ def stop_on_signals() -> Iterator[StopRequest]:
   finally:
     for s, handler in previous.items():
       signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def exit_on_signals(message: str) -> Iterator[None]:
+  """Within the block, SIGINT and SIGTERM print ``<SIGNAL>: <message>`` and exit at once with
+  status 128 + signal: for work that has nothing to save (loading data, an evaluation before it
+  writes its results). A KeyboardInterrupt could be swallowed inside JAX's callbacks; this
+  cannot. Outside the main thread it installs nothing."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+
+  def handle(signum, frame):
+    del frame
+    print(f"{signal.Signals(signum).name}: {message}", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+  previous = {s: signal.signal(s, handle) for s in STOP_SIGNALS}
+  try:
+    yield
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
