@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -58,7 +59,23 @@ def wait_for_steps(runs: Path, count: int, process, timeout=300) -> Path:
   raise AssertionError(f"no {count} metrics lines in {timeout} s")
 
 
-def test_a_signal_saves_a_checkpoint_and_prints_the_resume_command(tmp_path, env):
+def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+  """tag → [(step, value)] of the event files in ``folder`` (TFRecord framing: length, its CRC,
+  the Event proto, its CRC)."""
+  from tensorboardX.proto import event_pb2
+  out = {}
+  for path in sorted(folder.glob("events.out.tfevents.*")):
+    data, i = path.read_bytes(), 0
+    while i < len(data):
+      (length,) = struct.unpack("<Q", data[i:i + 8])
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + length])
+      i += 16 + length
+      for value in event.summary.value:
+        out.setdefault(value.tag, []).append((event.step, value.simple_value))
+  return out
+
+
+def test_a_signal_saves_a_checkpoint_and_prints_the_resume_command(tmp_path, env, data_root):  # noqa: F811
   previous = 0
   for sig in (signal.SIGINT, signal.SIGTERM):
     process = subprocess.Popen([sys.executable, TRAIN, *TINY], cwd=tmp_path, env=env, text=True,
@@ -77,8 +94,19 @@ def test_a_signal_saves_a_checkpoint_and_prints_the_resume_command(tmp_path, env
     assert max(json.loads(l)["step"] for l in (workdir / "metrics.jsonl").open()) == step
     if previous:  # the second run resumed where the first stopped
       assert f"Resuming the unfinished run in runs/{workdir.name} from step {previous}" in stderr
+    else:  # the start says where it writes and what it reads; one bar with an ETA
+      assert f"Run directory {workdir} (new run); data folder {data_root.resolve()}." in stderr
+      assert re.search(r"train +\d+%\|.*\| \d+/5000 \[.*, epoch \d+/999, ETA \d+:\d\d:\d\d",
+                       stderr.replace("\r", "\n"))
+      assert json.loads((workdir / "config.json").read_text())["data_dir"] == str(
+          data_root.resolve())
+      logged = [json.loads(l) for l in (workdir / "metrics.jsonl").open()]
+      events = tensorboard_scalars(workdir / "tensorboard")
+      assert [s for s, _ in events["train/loss"]] == [r["step"] for r in logged
+                                                      if r["kind"] == "train"]
+      assert [v for _, v in events["train/loss"]] == pytest.approx(
+          [r["loss"] for r in logged if r["kind"] == "train"], rel=1e-6)
     previous = step
-  assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def damaged_root(root: Path, tmp_path: Path) -> Path:

@@ -179,6 +179,7 @@ if "augment_signal_test" not in METHODS:
                                                 batch_transform=signalling_augmentation))
 
 
+@pytest.mark.filterwarnings("ignore:Sharding info not provided")  # raw restores in final_state
 def test_a_signal_mid_epoch_or_during_the_dev_evaluation_resumes_to_the_same_result(
     tiny_data, tmp_path, monkeypatch):
   root, cache = tiny_data

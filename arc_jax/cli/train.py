@@ -137,8 +137,7 @@ def resume_command(argv: list[str]) -> str:
   """The command line that resumes this run: the same one, without --overwrite (which would
   start it over)."""
   program = ["arc-train"] if Path(argv[0]).name == "arc-train" else ["python", argv[0]]
-  return shlex.join(program + [a for a in argv[1:] if a not in ("--overwrite",
-                                                                  "--overwrite=true")])
+  return shlex.join(program + [a for a in argv[1:] if not a.startswith("--overwrite")])
 
 
 def main(argv) -> int:
@@ -154,7 +153,8 @@ def main(argv) -> int:
   logging.info("JAX process %d of %d, %d devices (%s).", jax.process_index(),
                jax.process_count(), jax.device_count(), jax.devices()[0].platform)
   try:  # train_and_evaluate stops cleanly on signals once training starts
-    with exit_on_signals("stopped before training started; nothing was trained."):
+    with exit_on_signals("stopped while preparing or closing the run; the same command resumes "
+                         "it from its last checkpoint."):
       summary = train_and_evaluate(config, workdir, overwrite=FLAGS.overwrite)
   except common.USER_ERRORS as error:
     return common.error(error)
