@@ -27,6 +27,7 @@ from arc_jax.train import (METHODS, TASKS, ConfigError, Method, RunDirectory, Ru
                            make_train_step, max_of_means_loss, register_method, validate,
                            worst_case_loss, zero_totals)
 from arc_jax.train.config import RUN_CONTROL_FIELDS, run_name
+from arc_jax.train.progress import RunClock
 from arc_jax.train.losses import node_cross_entropy
 from arc_jax.train.tasks import IndexedTrees
 
@@ -416,3 +417,18 @@ def test_spaces_too_large_for_the_machine_are_refused_with_the_estimate():
     validate(config)
   config.allow_large_space = True
   validate(config)
+
+
+def test_run_clock_leaves_compilation_out_and_times_each_kind_of_step():
+  clock = RunClock(steps_per_epoch=10, epoch_kinds=["clean", "arc", "arc"])
+  assert clock.eta(0) == "?"
+  clock.step_done("clean", 60.0, compiled=True)  # a compiling step is not a rate
+  assert clock.eta(1) == "?"
+  for _ in range(9):
+    clock.step_done("clean", 1.0, compiled=False)
+  clock.eval_done(5.0)
+  # ARC steps not timed yet: a lower bound, counting the evaluations after epochs 1 and 2.
+  assert clock.remaining(10) == (10.0, False) and clock.eta(10) == ">0:00:10"
+  clock.step_done("arc", 4.0, compiled=False)
+  assert clock.remaining(11) == (9 * 4.0 + 5.0 + 10 * 4.0 + 5.0, True)
+  assert clock.eta(11) == "0:01:26"

@@ -2,8 +2,9 @@
 
 The first steps of every length bucket compile (tens of seconds each on CPU), so a rate over all
 steps so far (tqdm's) overestimates the remaining time by hours early on. :class:`RunClock`
-counts only steps that did not compile (a jitted step's cache grew during compiling ones) and
-adds the end-of-epoch evaluations at the duration of the last one.
+counts only steps that did not compile (a jitted step's cache grew during compiling ones), keeps
+one rate per kind of step (ARC's certified steps are several times slower than the clean ones
+of its first epoch, λ = 0) and adds the end-of-epoch evaluations at the duration of the last one.
 """
 
 from __future__ import annotations
@@ -14,38 +15,47 @@ from tqdm.auto import tqdm
 
 
 class RunClock:
-  """Seconds per step without compilation, and the remaining time of a run.
+  """Seconds per step without compilation, per kind of step, and the remaining time of a run.
 
   Args:
-    total_steps: steps of the whole run.
     steps_per_epoch: steps per epoch (one dev evaluation after each).
+    epoch_kinds: the kind of step of every epoch of the run (e.g. ``"clean"``, ``"arc"``).
   """
 
-  def __init__(self, total_steps: int, steps_per_epoch: int):
-    self.total_steps, self.steps_per_epoch = total_steps, steps_per_epoch
-    self.step_seconds = 0.0
-    self.steps = 0
-    self.eval_seconds: float | None = None
+  def __init__(self, steps_per_epoch: int, epoch_kinds: list[str]):
+    self.steps_per_epoch, self.epoch_kinds = steps_per_epoch, epoch_kinds
+    self.seconds: dict[str, float] = {}
+    self.steps: dict[str, int] = {}
+    self.eval_seconds = 0.0
 
-  def step_done(self, seconds: float, compiled: bool) -> None:
+  def step_done(self, kind: str, seconds: float, compiled: bool) -> None:
     if not compiled:
-      self.step_seconds += seconds
-      self.steps += 1
+      self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
+      self.steps[kind] = self.steps.get(kind, 0) + 1
 
   def eval_done(self, seconds: float) -> None:
     self.eval_seconds = seconds
 
-  def remaining(self, step: int) -> float | None:
-    """Seconds left after ``step`` (None before a step without compilation)."""
+  def remaining(self, step: int) -> tuple[float, bool]:
+    """(seconds left after ``step``, whether every kind of step left has been timed; if not,
+    the seconds count the timed ones only: a lower bound)."""
+    seconds, known = 0.0, True
+    for epoch in range(step // self.steps_per_epoch, len(self.epoch_kinds)):
+      kind = self.epoch_kinds[epoch]
+      left = min(self.steps_per_epoch, (epoch + 1) * self.steps_per_epoch - step)
+      if self.steps.get(kind):
+        seconds += left * self.seconds[kind] / self.steps[kind]
+      else:
+        known = False
+      seconds += self.eval_seconds
+    return seconds, known
+
+  def eta(self, step: int) -> str:
+    """``"0:17:15"``, ``">0:17:15"`` (a lower bound) or ``"?"`` (nothing timed yet)."""
+    seconds, known = self.remaining(step)
     if not self.steps:
-      return None
-    left = self.total_steps - step
-    evals = -(-left // self.steps_per_epoch)
-    return left * self.step_seconds / self.steps + evals * (self.eval_seconds or 0.0)
-
-
-def format_seconds(seconds: float | None) -> str:
-  return "?" if seconds is None else str(datetime.timedelta(seconds=round(seconds)))
+      return "?"
+    return ("" if known else ">") + str(datetime.timedelta(seconds=round(seconds)))
 
 
 def run_bar(total: int, initial: int, enabled: bool) -> tqdm:

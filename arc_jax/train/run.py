@@ -37,7 +37,7 @@ from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment
 from arc_jax.train.interrupt import Interrupted, StopRequest, stop_on_signals
 from arc_jax.train.methods import METHODS
-from arc_jax.train.progress import RunClock, eval_bar, format_seconds, run_bar
+from arc_jax.train.progress import RunClock, eval_bar, run_bar
 from arc_jax.train.schedules import epoch_ramp
 from arc_jax.train.steps import (config_optimizer, evaluate_split, init_state, make_eval_step,
                                  make_train_step, zero_totals)
@@ -124,7 +124,8 @@ class _Trainer:
     self.place = lambda batch: task.put(batch, mesh)
     self.selection = "dev_cf_acc" if self.method.certified else "dev_acc"
     self.show_progress = c.progress and jax.process_index() == 0
-    self.clock = RunClock(c.num_epochs * self.steps_per_epoch, self.steps_per_epoch)
+    self.clock = RunClock(spe, ["arc" if self._certifies(e) else "clean"
+                                for e in range(c.num_epochs)])
     self.bar = None
 
   # -- state ------------------------------------------------------------------------------
@@ -189,6 +190,11 @@ class _Trainer:
       return False
     return bool(multihost_utils.process_allgather(np.int32(bool(self.stop))).any())
 
+  def _certifies(self, epoch: int) -> bool:
+    """Whether ``epoch`` trains with ARC's objective (a certified method, λ > 0)."""
+    return (self.arc_step is not None
+            and float(self.robust_weight(epoch * self.steps_per_epoch)) > 0)
+
   def _early_stopped(self, epoch: int, progress) -> bool:
     """Whether early stopping ends the run after ``epoch``."""
     best, patience = progress["best"], self.config.early_stopping
@@ -244,7 +250,7 @@ class _Trainer:
     c, spe = self.config, self.steps_per_epoch
     first = epoch * spe
     robust_weight, eps = float(self.robust_weight(first)), float(self.eps(first))
-    certify = self.arc_step is not None and robust_weight > 0
+    certify = self._certifies(epoch)
     step_fn = self.arc_step if certify else self.clean_step
     batches = self.task.batches(self.exp, "train", c.batch_size, certify=certify, shuffle=True,
                                 seed=c.seed, epoch=epoch, start=step - first)
@@ -271,10 +277,11 @@ class _Trainer:
                       "steps_per_s": round((step - log_step) / (now - log_time), 3)})
         status = f", loss {rates['loss']:.4f}, acc {rates['train_acc']:.3f}"
         logged, log_time, log_step = current, now, step
-      clock.step_done(time.perf_counter() - tic, step_fn._cache_size() > compiled)
+      clock.step_done("arc" if certify else "clean", time.perf_counter() - tic,
+                      step_fn._cache_size() > compiled)
       bar.update()
-      bar.set_postfix_str(f"epoch {epoch}/{c.num_epochs - 1}, ETA "
-                          f"{format_seconds(clock.remaining(step))}{status}", refresh=False)
+      bar.set_postfix_str(f"epoch {epoch}/{c.num_epochs - 1}, ETA {clock.eta(step)}{status}",
+                          refresh=False)
       if step == c.max_steps or self._stop_requested(step):
         break
       if step % c.checkpoint_every == 0 and step % spe:
