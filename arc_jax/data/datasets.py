@@ -231,8 +231,14 @@ def prepare_builder(builder_class: type[tfds.core.GeneratorBasedBuilder],
                                        builder_class.__name__, str(builder_class.VERSION))
   builder = builder_class(data_dir=paths.cache_dir(cache_dir) / "tfds" / fingerprint,
                           file_format="array_record")
-  builder.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  # TFDS's own bars are off while building: a bad file ends them mid-line, under the one-line
+  # error that names it; the builder logs one line instead (_LocalFilesBuilder).
+  tfds.display_progress_bar(False)
+  try:
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  finally:
+    tfds.display_progress_bar(True)
   return builder
 
 
