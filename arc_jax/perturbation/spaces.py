@@ -68,6 +68,22 @@ class Signature:
   def decomposition(self) -> np.ndarray:
     return decomposition(self.budgets)
 
+  def grid_size(self) -> int:
+    """C = ∏_k (δ_k + 1): the budget slots the DP keeps per position (or tree node)."""
+    return int(np.prod(self.grid, dtype=np.int64))
+
+  def dp_memory_estimate(self, batch_size: int, hidden: int, length: int) -> int:
+    """Bytes of the interval states of one certification DP over a batch, a lower bound.
+
+    Per position the LSTM DP (``arc_jax.certify.lstm_dp``) holds, for the "keep" branch and one
+    branch per transformation, the boxes (lo, hi) of h and c of every slot: (1 + m) · 2 · 2 ·
+    B · C · H float32 values; training keeps them for all ``length`` positions for the backward
+    pass. The Tree-LSTM DP holds the same per node. Used to refuse spaces that cannot fit before
+    anything is built (``arc_jax.train.config.validate``).
+    """
+    per_position = (1 + len(self.budgets)) * 2 * 2 * batch_size * self.grid_size() * hidden
+    return 4 * per_position * length
+
 
 @dataclasses.dataclass(frozen=True)
 class Space:
@@ -111,6 +127,10 @@ class Space:
   def decomposition(self) -> np.ndarray:
     """dec(S) in the order of :func:`decomposition`."""
     return decomposition(self.budgets)
+
+  def grid_size(self) -> int:
+    """See :meth:`Signature.grid_size`."""
+    return self.signature.grid_size()
 
   def reversed(self) -> Space:
     """S^R with every T_k reversed: S^R(reverse(x)) = reverse(S(x))."""
