@@ -454,6 +454,24 @@ def measured(cell: Cell) -> dict[str, float]:
   return out
 
 
+def _model_size(run: Run) -> str:
+  """`` (464 KB)`` for a kept model, else ``""``."""
+  folder = RESULTS / run.name / "model"
+  if not kept(run):
+    return ""
+  return f" ({sum(f.stat().st_size for f in folder.iterdir()) / 1024:.0f} KB)"
+
+
+def _short(state: State) -> str:
+  """The state for the README: what blocks it, or how long the rest takes."""
+  if state.state == "blocked":
+    return "blocked: " + state.detail
+  if state.state == "missing":
+    legacy = ", no model kept" if "no model" in state.detail else ""
+    return f"missing (~{state.minutes:g} min{legacy})"
+  return state.state
+
+
 def tables(selected: list[Cell], runs_dir: Path) -> str:
   """Markdown: one table per paper table, ours beside the paper's, gaps over 3 points named."""
   active, capability = _active_workdirs(), _capability_checker()
@@ -468,10 +486,10 @@ def tables(selected: list[Cell], runs_dir: Path) -> str:
               if cell.paper.get(m) is not None and m in ours
               and abs(ours[m] - cell.paper[m]) > 3]
       paper_values = " / ".join(_fmt(cell.paper.get(m)) for m in METRICS) if cell.paper else "–"
-      detail = state.state if state.state == "done" else f"{state.state}: {state.detail}"
-      lines.append(f"| {cell.row} | `{cell.column}` | {cell.evaluations[0].run.name} | "
+      run = cell.evaluations[0].run
+      lines.append(f"| {cell.row} | `{cell.column}` | {run.name}{_model_size(run)} | "
                    + " | ".join(_fmt(ours.get(m)) for m in METRICS)
-                   + f" | {paper_values} | {', '.join(gaps)} | {detail} |")
+                   + f" | {paper_values} | {', '.join(gaps)} | {_short(state)} |")
     parts.append("\n".join(lines))
   return "\n\n".join(parts) + "\n"
 
@@ -537,6 +555,8 @@ def main(argv=None) -> int:
                       help="also train the runs marked for a GPU (ARC, IMDB) on this machine")
   parser.add_argument("--report-only", action="store_true",
                       help="only regenerate results/README.md's tables and the figures")
+  parser.add_argument("--no-report", action="store_true",
+                      help="do not regenerate the tables and figures at the end")
   parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get(
       "ARC_RUNS_DIR", ROOT / "runs")), help="where training runs live (default runs/, "
       "$ARC_RUNS_DIR)")
@@ -553,6 +573,8 @@ def main(argv=None) -> int:
   if not args.report_only:  # a GPU machine trains the GPU runs (not asking JAX: it would
     run_cells(selected, args.runs_dir, args.device_parallel,  # take the GPU's memory)
               args.gpu_runs or shutil.which("nvidia-smi") is not None)
+  if args.no_report:
+    return 0
   write_readme(all_cells, args.runs_dir)
   for path in figures(all_cells):
     print(f"wrote {path.relative_to(ROOT)}")

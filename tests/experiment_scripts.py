@@ -1,6 +1,7 @@
 """Loads the scripts of experiments/ (not a package) as modules, for the tests that run them."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
@@ -10,5 +11,6 @@ def load_script(name: str):
   """``experiments/<name>.py`` as a module, e.g. ``"evaluate"`` or ``"configs/arc"``."""
   spec = importlib.util.spec_from_file_location(Path(name).name, EXPERIMENTS / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # dataclasses look their module up while it executes
   spec.loader.exec_module(module)
   return module
