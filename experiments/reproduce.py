@@ -376,9 +376,11 @@ def list_cells(selected: list[Cell], runs_dir: Path) -> str:
 
 # --------------------------------------------------------------------------- running
 
-def _run_command(args: list[str], log: Path) -> int:
+def _run_command(args: list[str], log: Path, parallel: int = 1) -> int:
   log.parent.mkdir(parents=True, exist_ok=True)
   env = dict(os.environ, PYTHONPATH=str(ROOT))
+  if parallel > 1:  # JAX preallocates 75% of a GPU per process: share it between the runs
+    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / parallel:.2f}")
   with log.open("a") as out:
     out.write(f"$ {' '.join(args)}\n")
     out.flush()
@@ -386,7 +388,7 @@ def _run_command(args: list[str], log: Path) -> int:
 
 
 def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Path,
-                allow_gpu: bool) -> list[str]:
+                allow_gpu: bool, parallel: int = 1) -> list[str]:
   """Trains (or resumes), exports and evaluates one run; returns what it did or skipped."""
   done = []
   if not kept(run):
@@ -396,12 +398,13 @@ def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Pa
         return [f"skipped {run.name}: marked for a GPU (pass --gpu-runs to train it here)"]
       status = _run_command([PYTHON, "experiments/train.py", "--config",
                              f"experiments/configs/{run.config}", *run.overrides,
-                             "--config.progress=False", "--workdir", str(run_dir)], log)
+                             "--config.progress=False", "--workdir", str(run_dir)], log,
+                            parallel)
       if status:
         return [f"training {run.name} failed (exit {status}; see {log})"]
       done.append(f"trained {run.name}")
     status = _run_command([PYTHON, "experiments/export.py", "--workdir", str(run_dir), "--to",
-                           str(RESULTS / run.name), "--replace"], log)
+                           str(RESULTS / run.name), "--replace"], log, parallel)
     if status:
       return done + [f"export of {run.name} failed (exit {status}; see {log})"]
     done.append(f"exported {run.name}")
@@ -409,7 +412,8 @@ def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Pa
     if find_result(evaluation) is not None:
       continue  # the export's own (exact) results, or an earlier evaluation of the export
     status = _run_command([PYTHON, "experiments/evaluate.py", "--workdir",
-                           str(RESULTS.relative_to(ROOT) / run.name), *evaluation.args()], log)
+                           str(RESULTS.relative_to(ROOT) / run.name), *evaluation.args()], log,
+                          parallel)
     done.append(f"evaluated {run.name} on {evaluation.space} ({','.join(evaluation.metrics)})"
                 + (f": exit {status}, see {log}" if status else ""))
   return done
@@ -427,7 +431,7 @@ def run_cells(selected: list[Cell], runs_dir: Path, parallel: int, allow_gpu: bo
           by_run[evaluation.run].append(evaluation)
   log = runs_dir / "reproduce.log"
   with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-    jobs = [pool.submit(process_run, run, evals, runs_dir, log, allow_gpu)
+    jobs = [pool.submit(process_run, run, evals, runs_dir, log, allow_gpu, parallel)
             for run, evals in by_run.items()]
     for job in concurrent.futures.as_completed(jobs):
       for line in job.result():
