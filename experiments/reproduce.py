@@ -535,11 +535,26 @@ def figures(all_cells: list[Cell]) -> list[Path]:
   return written
 
 
-def write_readme(selected: list[Cell], runs_dir: Path) -> None:
-  """Replaces the generated part of results/README.md (between the markers) with the tables."""
+def figure_list(paths: list[Path]) -> str:
+  """Markdown: the δ figures shown, the learning curves linked."""
+  shown = [p for p in paths if p.parent == FIGURES]
+  curves = [p for p in paths if p.parent != FIGURES]
+  lines = ["### Figures", ""]
+  lines += [f"![{p.stem}]({p.relative_to(RESULTS)})" for p in shown] or [
+      "No δ figure yet: its evaluations are missing (see the δ figure and ARC-A3T rows above)."]
+  if curves:
+    lines += ["", "Learning curves (loss, dev Acc and CF, λ and ε): " + ", ".join(
+        f"[{p.stem}]({p.relative_to(RESULTS)})" for p in curves) + "."]
+  return "\n".join(lines) + "\n"
+
+
+def write_readme(selected: list[Cell], runs_dir: Path, figure_paths: list[Path] = ()) -> None:
+  """Replaces the generated part of results/README.md (between the markers) with the tables
+  and the list of figures."""
   readme = RESULTS / "README.md"
   text = readme.read_text() if readme.exists() else "# Results\n"
-  block = f"{GENERATED_BEGIN}\n{tables(selected, runs_dir)}{GENERATED_END}"
+  block = (f"{GENERATED_BEGIN}\n{tables(selected, runs_dir)}\n"
+           f"{figure_list(list(figure_paths))}{GENERATED_END}")
   if GENERATED_BEGIN in text and GENERATED_END in text:
     head, rest = text.split(GENERATED_BEGIN, 1)
     text = head + block + rest.split(GENERATED_END, 1)[1]
@@ -579,9 +594,9 @@ def main(argv=None) -> int:
               args.gpu_runs or shutil.which("nvidia-smi") is not None)
   if args.no_report:
     return 0
-  write_readme(all_cells, args.runs_dir)
-  for path in figures(all_cells):
-    print(f"wrote {path.relative_to(ROOT)}")
+  written = figures(all_cells)
+  write_readme(all_cells, args.runs_dir, written)
+  print(f"wrote results/README.md and {len(written)} figures in results/figures/")
   return 0
 
 
