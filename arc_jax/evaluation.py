@@ -13,7 +13,8 @@ S(x)), so CF ≤ EX ≤ HF ≤ Acc; every evaluation checks this for the metrics
 
 Denominators are every example of the split. Sentences left empty by the out-of-vocabulary
 policy are kept and classified as the empty input (their S(x) is {x}); the results list them.
-The model is rebuilt from the run's ``config.json``: parameters from a checkpoint, the frozen
+The model is rebuilt from the run's ``config.json``: parameters from a checkpoint (or from an
+exported model, :mod:`arc_jax.train.export`), the frozen
 embeddings from the data files (so the space, and the synonym lexicon, may differ from
 training). The run's task (:mod:`arc_jax.train.tasks`) supplies the batches, the evaluation
 functions and the enumeration: for Tree-LSTMs an example is a tree, every metric is the root's
@@ -42,6 +43,7 @@ from arc_jax.data.paths import data_folder
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, Experiment, build_experiment
+from arc_jax.train.export import has_exported_model, load_model
 from arc_jax.train.progress import eval_bar
 from arc_jax.train.steps import (RowsFn, config_optimizer, evaluate_split, init_state,
                                  make_eval_step, zero_totals)
@@ -60,7 +62,13 @@ class EvaluationError(RuntimeError):
 
 
 def _restore(run: RunDirectory, experiment, which: str):
-  """(params, meta) of the run's ``"best"`` or ``"latest"`` checkpoint."""
+  """(params, meta) of the run's ``"best"`` or ``"latest"`` checkpoint.
+
+  A folder without Orbax checkpoints that holds an exported model (``model/``, as the runs kept
+  in ``results/``, :mod:`arc_jax.train.export`) gives its exported best parameters.
+  """
+  if which == "best" and not (run.path / "best").exists() and has_exported_model(run.path):
+    return load_model(run.path, experiment.params, experiment.data_fingerprint())
   checkpoints = Checkpoints(run.path, read_only=True)
   try:
     if which == "best":

@@ -2,7 +2,8 @@
 [DIR ...] [--output FILE].
 
 Every folder (default: each folder of ``results/`` in the working directory) that holds a run's ``config.json`` and
-evaluation results (``evaluate.py``'s ``<split>_<space>*.json``) gives one row per results file:
+evaluation results (``evaluate.py``'s ``<split>_<space>*.json``, in ``eval/`` or, for runs kept
+before their models were, beside ``config.json``) gives one row per results file:
 the model, the training method, the space and the measured Acc / HF / CF / EX in percent, next to
 the paper's numbers for the same model, method and space where the paper has them. The table is
 markdown; nothing in it is typed by hand.
@@ -90,7 +91,7 @@ def rows(folder: Path) -> list[dict]:
   """One row per evaluation results file of the run in ``folder`` (sorted by file name)."""
   config = json.loads((folder / "config.json").read_text())
   out = []
-  for path in sorted(folder.glob("*.json")):
+  for path in sorted(folder.glob("*.json")) + sorted(folder.glob("eval/*.json")):
     results = json.loads(path.read_text())
     if not isinstance(results, dict) or "metrics" not in results:
       continue  # config.json, summary.json

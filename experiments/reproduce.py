@@ -1,0 +1,608 @@
+"""Reproduces the paper's evaluation: ``python experiments/reproduce.py [--only PATTERN] [--list]
+[--device-parallel N] [--gpu-runs] [--report-only]``.
+
+Every number the paper reports is a *cell* here (:func:`cells`): a table, a row, a column, the
+training run that makes its model, and the evaluations that measure it. ``--list`` shows each
+cell's state: ``done`` (every results file exists), ``running`` (a process trains or evaluates
+its run now), ``missing`` (what is left, with an estimated time) or ``blocked`` (a capability
+the code does not have yet, named with the branch that builds it).
+
+Without ``--list`` the driver works through the selected cells: it trains each missing run in
+``--runs-dir`` (resuming an interrupted one), exports it into ``results/<run>/`` (the kept model,
+arc_jax.train.export), evaluates the export (so the committed numbers are the kept model's), and
+finally regenerates ``results/README.md``'s tables and the figures in ``results/figures/`` from
+the JSON alone (``--report-only`` does just that). ARC runs and everything on IMDB are marked for
+a GPU: they are trained only with ``--gpu-runs`` (or when JAX's backend is a GPU).
+``--device-parallel N`` trains N runs at once (one accelerator holds several LSTM runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import paper  # noqa: E402
+from arc_jax.cli.report import METRICS, model_kind, space_key  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+FIGURES = RESULTS / "figures"
+CONFIGS = ROOT / "experiments" / "configs"
+PYTHON = sys.executable
+SPACES = {"del2sub2": "[(Del,2),(Sub,2)]", "sub2ins2": "[(Sub,2),(Ins,2)]",
+          "del2ins2": "[(Del,2),(Ins,2)]"}
+REVIEW = "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]"
+GENERATED_BEGIN = "<!-- reproduce.py: generated tables begin -->"
+GENERATED_END = "<!-- reproduce.py: generated tables end -->"
+
+
+# --------------------------------------------------------------------------- capabilities
+
+def _text(relative: str) -> str:
+  path = ROOT / relative
+  return path.read_text() if path.exists() else ""
+
+
+def _config_row_exists(file: str, arg: str) -> bool:
+  """Whether ``experiments/configs/<file>`` exists and accepts the row ``arg``."""
+  path = CONFIGS / file
+  if not path.exists():
+    return False
+  import importlib.util  # noqa: PLC0415
+  spec = importlib.util.spec_from_file_location(f"_config_{path.stem}", path)
+  module = importlib.util.module_from_spec(spec)
+  try:
+    spec.loader.exec_module(module)
+    module.get_config(arg)
+  except Exception:  # noqa: BLE001  (an unknown row: the capability is not there yet)
+    return False
+  return True
+
+
+def _tree_hf() -> bool:
+  from arc_jax.train.tasks import TASKS  # noqa: PLC0415  (existing code)
+  return "hf" in TASKS["tree_lstm"].metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class Capability:
+  """Something a cell needs that the code may not have yet; ``check`` looks without importing
+  unbuilt code (a config file, a registry, a command-line option)."""
+  name: str
+  branch: str
+  check: Callable[[], bool]
+
+
+CAPABILITIES = {c.name: c for c in (
+    Capability("tree HotFlip training", "treehf",
+               lambda: _config_row_exists("tree.py", "hotflip,del2sub2")),
+    Capability("tree HF metric", "treehf", _tree_hf),
+    Capability("--first N", "treehf", lambda: "--first" in _text("experiments/evaluate.py")),
+    Capability("space-size metric", "treehf",
+               lambda: bool(re.search(r"space_size|max_size", _text("arc_jax/evaluation.py")))),
+    Capability("A3T training", "a3t", lambda: (CONFIGS / "a3t.py").exists()),
+    Capability("ARC-A3T training", "a3t", lambda: (CONFIGS / "arc_a3t.py").exists()),
+)}
+
+
+# --------------------------------------------------------------------------- cells
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  """One training run: ``experiments/train.py --config CONFIG OVERRIDES``.
+
+  ``minutes``: estimated training time on the machine it is meant for (the 2-core CPU, or one
+  GPU when ``gpu``), from the runs measured so far (experiments/README.md, results/README.md).
+  """
+  name: str
+  config: str
+  overrides: tuple[str, ...] = ()
+  gpu: bool = False
+  minutes: float = 10
+  needs: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+  """One ``experiments/evaluate.py`` call on a run's export; done when a results file of the
+  run holds these metrics for this split, space, lexicon and example count."""
+  run: Run
+  space: str
+  metrics: tuple[str, ...]
+  max_candidates: int | None = None  # None: the run's lexicon
+  first: int | None = None  # the first N test examples (needs "--first N")
+  minutes: float = 3
+  needs: tuple[str, ...] = ()
+
+  def args(self) -> list[str]:
+    args = ["--space", self.space, "--metrics", ",".join(self.metrics), "--no-progress"]
+    if self.max_candidates is not None:
+      args += ["--max-candidates", str(self.max_candidates)]
+    if self.first is not None:
+      args += ["--first", str(self.first)]
+    return args
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """A number the paper reports: ``table``/``row``/``column``, measured by ``evaluations``;
+  ``paper`` maps metric names to the paper's values (percent)."""
+  table: str
+  row: str
+  column: str
+  evaluations: tuple[Evaluation, ...]
+  paper: dict[str, float | None]
+
+  @property
+  def id(self) -> str:
+    """``table/row/column`` in lower case, a space by its key: ``table_2/lstm_normal/del2sub2``."""
+    column = space_key(self.column) if self.column.startswith("[") else self.column
+    return "/".join(re.sub(r"\W+", "_", p).strip("_").lower() for p in (self.table, self.row,
+                                                                        column))
+
+
+ARCHS = {"lstm": "LSTM", "bilstm": "Bi-LSTM", "tree": "Tree-LSTM"}
+METHODS = {"normal": "Normal", "augment": "Data Aug.", "hotflip": "HotFlip", "arc": "ARC"}
+# Estimated minutes, measured on the 2-core CPU shared with other jobs: an evaluation under
+# [(Del,2),(Sub,2)] takes 1-3 (EX enumerates 300k strings of a Normal model); under
+# [(Sub,2),(Ins,2)] EX enumerated 5.2M strings of the Normal LSTM in 38 min. Training runs:
+# Normal LSTM 2-4 (CPU), data augmentation LSTM 6, Bi-LSTM 8, HotFlip LSTM about 12 (8 epochs of
+# 85 s), ARC LSTM 104 on the CPU, tree data augmentation 20 (CPU), ARC tree 4 on a GPU (30 epochs
+# of 5-7 s). Guesses, not measured yet: ARC LSTM / Bi-LSTM and IMDB on a GPU, HotFlip Bi-LSTM.
+TRAIN_MINUTES = {("lstm", "normal"): 4, ("bilstm", "normal"): 6, ("lstm", "augment"): 8,
+                 ("bilstm", "augment"): 12, ("lstm", "hotflip"): 15, ("bilstm", "hotflip"): 25,
+                 ("lstm", "arc"): 20, ("bilstm", "arc"): 30, ("tree", "normal"): 40,
+                 ("tree", "augment"): 25, ("tree", "hotflip"): 60, ("tree", "arc"): 10}
+
+
+def table2_run(arch: str, method: str, space: str) -> Run:
+  minutes = TRAIN_MINUTES[arch, method]
+  if arch == "tree":
+    arg = "normal" if method == "normal" else f"{method},{space}"
+    needs = ("tree HotFlip training",) if method == "hotflip" else ()
+    name = "normal_tree" if method == "normal" else f"{method}_tree_{space}"
+    return Run(name, f"tree.py:{arg}", gpu=method == "arc", minutes=minutes, needs=needs)
+  if method == "normal":
+    return Run(f"normal_{arch}", f"normal.py:{arch}", minutes=minutes)
+  return Run(f"{method}_{arch}_{space}", f"{method}.py:{arch},{space}", gpu=method == "arc",
+             minutes=minutes)
+
+
+def lstm_evaluations(run: Run, space: str, *, max_candidates=None, minutes=3, ex=True,
+                     hf=True) -> tuple[Evaluation, ...]:
+  metrics = ("acc", "cf") + (("ex",) if ex else ()) + (("hf",) if hf else ())
+  return (Evaluation(run, space, metrics, max_candidates=max_candidates, minutes=minutes),)
+
+
+def tree_evaluations(run: Run, space: str) -> tuple[Evaluation, ...]:
+  return (Evaluation(run, space, ("acc", "cf", "ex"), minutes=6),
+          Evaluation(run, space, ("hf",), minutes=10, needs=("tree HF metric",)))
+
+
+def _paper4(values) -> dict[str, float | None]:
+  return dict(zip(("acc", "hf", "cf", "ex"), values)) if values else {}
+
+
+def cells() -> list[Cell]:
+  """Every cell of the paper's evaluation, cheapest training first within each table."""
+  out = []
+  for arch in ("lstm", "bilstm", "tree"):  # Table 2
+    for method in ("normal", "augment", "hotflip", "arc"):
+      for space_arg, space in SPACES.items():
+        run = table2_run(arch, method, space_arg)
+        evaluations = (tree_evaluations(run, space) if arch == "tree" else
+                       lstm_evaluations(run, space, minutes=40 if "Ins" in space else 3))
+        out.append(Cell("Table 2", f"{ARCHS[arch]} {METHODS[method]}", space, evaluations,
+                        _paper4(paper.TABLES_2_3.get((arch, method, space_key(space))))))
+  for method in ("normal", "augment", "hotflip", "arc"):  # Table 3, S_review
+    run = (table2_run("lstm", "normal", "") if method == "normal" else
+           Run(f"{method}_lstm_review", f"{method}.py:lstm,review", gpu=method == "arc",
+               minutes=3 * TRAIN_MINUTES["lstm", method]))
+    out.append(Cell("Table 3", f"LSTM {METHODS[method]}", "S_review",
+                    lstm_evaluations(run, REVIEW, max_candidates=0, minutes=10),
+                    _paper4(paper.TABLES_2_3[("lstm", method, space_key(REVIEW))])))
+  for space_arg in ("del2sub2", "sub2ins2"):  # Table 4: A3T (CNN) beside the ARC LSTM
+    space = SPACES[space_arg]
+    a3t = Run(f"a3t_cnn_{space_arg}", f"a3t.py:{space_arg}", minutes=30, needs=("A3T training",))
+    out.append(Cell("Table 4", "A3T (HotFlip) CNN", space, lstm_evaluations(a3t, space),
+                    _paper4(paper.TABLE_4_A3T[space_key(space)])))
+    arc = table2_run("lstm", "arc", space_arg)
+    out.append(Cell("Table 4", "ARC LSTM", space, lstm_evaluations(arc, space),
+                    _paper4(paper.TABLES_2_3[("lstm", "arc", space_key(space))])))
+  for sub in ("sub1", "sub2"):  # Table 5: IMDB
+    run = Run(f"arc_imdb_bilstm_{sub}", f"imdb.py:{sub}", gpu=True, minutes=90)
+    space = f"[(Sub,{sub[-1]})]"
+    out.append(Cell("Table 5", "IMDB Bi-LSTM ARC", space,
+                    lstm_evaluations(run, space, minutes=60, hf=False),
+                    dict(zip(("acc", "cf", "ex"), paper.TABLE_5_IMDB[space_key(space)]))))
+  arc_ins = table2_run("lstm", "arc", "sub2ins2")  # the δ figure
+  for delta in range(1, 6):
+    space = f"[(Ins,{delta}),(Sub,{delta})]"
+    evaluations = lstm_evaluations(arc_ins, space, ex=delta <= 3,
+                                   minutes={1: 5, 2: 40, 3: 240, 4: 15, 5: 20}[delta])
+    evaluations += (Evaluation(arc_ins, space, ("size",), minutes=5,
+                               needs=("space-size metric",)),)
+    cf = paper.DELTA_FIGURE_TEXT["cf_at_delta_5"] if delta == 5 else None
+    out.append(Cell("δ figure", "ARC LSTM [(Ins,2),(Sub,2)]", f"δ={delta}", evaluations,
+                    {"cf": cf} if cf else {}))
+  sub3 = Run("arc_lstm_sub3", "arc.py:lstm,del2sub2",  # [(Sub,3)]: λ_max 0.8 (paper appendix)
+             ("--config.space=[(Sub,3)]", "--config.lambda_max=0.8", "--config.name=arc_lstm_sub3"),
+             gpu=True, minutes=20)
+  out.append(Cell("[(Sub,3)]", "ARC LSTM (vs Huang et al.)", "test",
+                  lstm_evaluations(sub3, "[(Sub,3)]", minutes=10), _paper4(paper.SUB3_HUANG)))
+  for method, run in (("arc", sub3), ("normal", table2_run("lstm", "normal", ""))):
+    out.append(Cell("[(Sub,3)]", f"LSTM {METHODS[method]} (vs POPQORN)", "first 100",
+                    (Evaluation(run, "[(Sub,3)]", ("acc", "cf"), first=100, minutes=1,
+                                needs=("--first N",)),),
+                    {"cf": paper.SUB3_FIRST_100_CF[method]}))
+  for space_arg, first in (("del2sub2", "Del"), ("sub2ins2", "Ins")):  # ARC-A3T
+    space = SPACES[space_arg]
+    models = {"arc": table2_run("lstm", "arc", space_arg)}
+    for part in ("first", "second"):
+      models[f"abs_{part}"] = Run(f"arc_a3t_lstm_{space_arg}_abs_{part}",
+                                  f"arc_a3t.py:{space_arg},abs_{part}", gpu=True, minutes=20,
+                                  needs=("ARC-A3T training",))
+    for label, run in models.items():
+      values = paper.ARC_A3T[(label, space_key(space))]
+      out.append(Cell("ARC-A3T table", f"LSTM {label}", space,
+                      lstm_evaluations(run, space, hf=False),
+                      dict(zip(("acc", "cf", "ex"), values))))
+      for delta in (1, 3):  # the ARC-A3T figures: δ = 1..3 (δ = 2 is the table's column)
+        family = f"[({first},{delta}),(Sub,{delta})]"
+        out.append(Cell("ARC-A3T figures", f"LSTM {label}", family,
+                        (Evaluation(run, family, ("acc", "cf", "ex"),
+                                    minutes=3 * 4 ** (delta - 1)),), {}))
+  return out
+
+
+# --------------------------------------------------------------------------- state
+
+def results_files(run_name: str) -> list[Path]:
+  """Evaluation results of a kept run: ``results/<run>/eval/*.json`` and, for runs kept before
+  exports, the same files at the folder's top level."""
+  folder = RESULTS / run_name
+  return sorted(folder.glob("eval/*.json")) + sorted(folder.glob("test_*.json"))
+
+
+def find_result(evaluation: Evaluation) -> dict | None:
+  """The results JSON that holds ``evaluation``'s metrics, or None."""
+  for path in results_files(evaluation.run.name):
+    results = json.loads(path.read_text())
+    if not isinstance(results, dict) or "metrics" not in results:
+      continue
+    if (results.get("split") == "test" and space_key(results["space"]) == space_key(
+        evaluation.space) and set(evaluation.metrics) <= set(results["metrics"])
+        and (evaluation.max_candidates is None
+             or results.get("max_candidates") == evaluation.max_candidates)
+        and results.get("examples") == (evaluation.first or results.get("examples"))
+        and (evaluation.first is not None or results.get("first") is None)):
+      return results
+  return None
+
+
+def _active_workdirs() -> set[str]:
+  """The ``--workdir`` of every train.py / evaluate.py process on this machine."""
+  active = set()
+  for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    try:
+      args = cmdline.read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+      continue
+    if any(a.endswith(("train.py", "evaluate.py")) for a in args) and "--workdir" in args:
+      active.add(Path(args[args.index("--workdir") + 1]).name)
+  return active
+
+
+@dataclasses.dataclass
+class State:
+  state: str  # done / running / missing / blocked
+  detail: str
+  minutes: float = 0.0
+
+
+def kept(run: Run) -> bool:
+  return (RESULTS / run.name / "model" / "meta.json").exists()
+
+
+def cell_state(cell: Cell, runs_dir: Path, active: set[str], capability: Callable) -> State:
+  """The cell's state. Results of a run whose model is not kept (runs committed before models
+  were) do not count as done: the run is trained again so that its model is kept."""
+  pending = [e for e in cell.evaluations if not (kept(e.run) and find_result(e) is not None)]
+  if not pending:
+    return State("done", "")
+  blocked = {e: sorted(n for n in e.needs + e.run.needs if not capability(n)) for e in pending}
+  reasons = "; ".join(f"{n}: not built (branch {CAPABILITIES[n].branch})"
+                      for n in sorted({n for names in blocked.values() for n in names}))
+  runnable = [e for e in pending if not blocked[e]]
+  if not runnable:
+    return State("blocked", reasons)
+  also = f"; blocked: {reasons}" if reasons else ""
+  run = runnable[0].run
+  if run.name in active:
+    return State("running", f"{run.name} is training or being evaluated{also}")
+  minutes = sum(e.minutes for e in runnable)
+  evaluations = ", ".join(f"{space_key(e.space)}:{','.join(e.metrics)}" for e in runnable)
+  if kept(run):
+    return State("missing", f"evaluate {run.name} on {evaluations}{also}", minutes)
+  run_dir = runs_dir / run.name
+  if (run_dir / "summary.json").exists():
+    return State("missing", f"export {run_dir}, evaluate on {evaluations}{also}", minutes)
+  verb = "resume" if (run_dir / "config.json").exists() else "train"
+  where = "GPU" if run.gpu else "CPU"
+  legacy = " (its committed results have no model)" if results_files(run.name) else ""
+  return State("missing", f"{verb} {run.name}{legacy} ({where}, ~{run.minutes:g} min), evaluate "
+               f"on {evaluations}{also}", minutes + run.minutes)
+
+
+def _capability_checker() -> Callable[[str], bool]:
+  cache: dict[str, bool] = {}
+
+  def check(name: str) -> bool:
+    if name not in cache:
+      cache[name] = CAPABILITIES[name].check()
+    return cache[name]
+  return check
+
+
+def select(all_cells: list[Cell], pattern: str | None) -> list[Cell]:
+  if not pattern:
+    return all_cells
+  pattern = pattern.lower()
+  return [c for c in all_cells if fnmatch.fnmatch(c.id, f"*{pattern}*")
+          or any(fnmatch.fnmatch(e.run.name, pattern) for e in c.evaluations)]
+
+
+def list_cells(selected: list[Cell], runs_dir: Path) -> str:
+  active, capability = _active_workdirs(), _capability_checker()
+  lines, counts = [], {}
+  for cell in selected:
+    state = cell_state(cell, runs_dir, active, capability)
+    counts[state.state] = counts.get(state.state, 0) + 1
+    estimate = f" [~{state.minutes:g} min]" if state.state == "missing" else ""
+    lines.append(f"{state.state:8} {cell.id}: {state.detail}{estimate}".rstrip(": "))
+  total = sum(counts.values())
+  lines.append(f"{total} cells: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in
+                                               ("done", "running", "missing", "blocked")))
+  return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- running
+
+def _run_command(args: list[str], log: Path, parallel: int = 1) -> int:
+  log.parent.mkdir(parents=True, exist_ok=True)
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  if parallel > 1:  # JAX preallocates 75% of a GPU per process: share it between the runs
+    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / parallel:.2f}")
+  with log.open("a") as out:
+    out.write(f"$ {' '.join(args)}\n")
+    out.flush()
+    return subprocess.call(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Path,
+                allow_gpu: bool, parallel: int = 1) -> list[str]:
+  """Trains (or resumes), exports and evaluates one run; returns what it did or skipped."""
+  done = []
+  if not kept(run):
+    run_dir = runs_dir / run.name
+    if not (run_dir / "summary.json").exists():
+      if run.gpu and not allow_gpu:
+        return [f"skipped {run.name}: marked for a GPU (pass --gpu-runs to train it here)"]
+      status = _run_command([PYTHON, "experiments/train.py", "--config",
+                             f"experiments/configs/{run.config}", *run.overrides,
+                             "--config.progress=False", "--workdir", str(run_dir)], log,
+                            parallel)
+      if status:
+        return [f"training {run.name} failed (exit {status}; see {log})"]
+      done.append(f"trained {run.name}")
+    status = _run_command([PYTHON, "experiments/export.py", "--workdir", str(run_dir), "--to",
+                           str(RESULTS / run.name), "--replace"], log, parallel)
+    if status:
+      return done + [f"export of {run.name} failed (exit {status}; see {log})"]
+    done.append(f"exported {run.name}")
+  for evaluation in evaluations:
+    if find_result(evaluation) is not None:
+      continue  # the export's own (exact) results, or an earlier evaluation of the export
+    status = _run_command([PYTHON, "experiments/evaluate.py", "--workdir",
+                           str(RESULTS.relative_to(ROOT) / run.name), *evaluation.args()], log,
+                          parallel)
+    done.append(f"evaluated {run.name} on {evaluation.space} ({','.join(evaluation.metrics)})"
+                + (f": exit {status}, see {log}" if status else ""))
+  return done
+
+
+def run_cells(selected: list[Cell], runs_dir: Path, parallel: int, allow_gpu: bool) -> None:
+  capability = _capability_checker()
+  by_run: dict[Run, list[Evaluation]] = {}
+  for cell in selected:
+    for evaluation in cell.evaluations:
+      if not (kept(evaluation.run) and find_result(evaluation) is not None) and all(
+          capability(n) for n in evaluation.needs + evaluation.run.needs):
+        by_run.setdefault(evaluation.run, [])
+        if evaluation not in by_run[evaluation.run]:
+          by_run[evaluation.run].append(evaluation)
+  log = runs_dir / "reproduce.log"
+  with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+    jobs = [pool.submit(process_run, run, evals, runs_dir, log, allow_gpu, parallel)
+            for run, evals in by_run.items()]
+    for job in concurrent.futures.as_completed(jobs):
+      for line in job.result():
+        print(line, flush=True)
+
+
+# --------------------------------------------------------------------------- report
+
+def _fmt(value: float | None) -> str:
+  return "–" if value is None else f"{value:.1f}"
+
+
+def measured(cell: Cell) -> dict[str, float]:
+  """Metric → percent, over the cell's results files (``size``: the largest space size)."""
+  out = {}
+  for evaluation in cell.evaluations:
+    results = find_result(evaluation)
+    if results is None:
+      continue
+    for metric in evaluation.metrics:
+      value = results["metrics"][metric]
+      out[metric] = value.get("max", value.get("value")) if metric == "size" else \
+          100 * value["value"]
+  return out
+
+
+def _model_size(run: Run) -> str:
+  """`` (464 KB)`` for a kept model, else ``""``."""
+  folder = RESULTS / run.name / "model"
+  if not kept(run):
+    return ""
+  return f" ({sum(f.stat().st_size for f in folder.iterdir()) / 1024:.0f} KB)"
+
+
+def _short(state: State) -> str:
+  """The state for the README: what blocks it, or how long the rest takes."""
+  if state.state == "blocked":
+    return "blocked: " + state.detail
+  if state.state == "missing":
+    legacy = ", no model kept" if "no model" in state.detail else ""
+    return f"missing (~{state.minutes:g} min{legacy})"
+  return state.state
+
+
+def tables(selected: list[Cell], runs_dir: Path) -> str:
+  """Markdown: one table per paper table, ours beside the paper's, gaps over 3 points named."""
+  active, capability = _active_workdirs(), _capability_checker()
+  parts = []
+  for table in dict.fromkeys(c.table for c in selected):
+    lines = [f"### {table}", "", "| row | space | run | Acc | HF | CF | EX | paper Acc / HF / CF "
+             "/ EX | gaps > 3 | state |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for cell in (c for c in selected if c.table == table):
+      ours = measured(cell)
+      state = cell_state(cell, runs_dir, active, capability)
+      gaps = [f"{m.upper()} {ours[m] - cell.paper[m]:+.1f}" for m in METRICS
+              if cell.paper.get(m) is not None and m in ours
+              and abs(ours[m] - cell.paper[m]) > 3]
+      paper_values = " / ".join(_fmt(cell.paper.get(m)) for m in METRICS) if cell.paper else "–"
+      run = cell.evaluations[0].run
+      lines.append(f"| {cell.row} | `{cell.column}` | {run.name}{_model_size(run)} | "
+                   + " | ".join(_fmt(ours.get(m)) for m in METRICS)
+                   + f" | {paper_values} | {', '.join(gaps)} | {_short(state)} |")
+    parts.append("\n".join(lines))
+  return "\n\n".join(parts) + "\n"
+
+
+def figures(all_cells: list[Cell]) -> list[Path]:
+  """The δ figure, the ARC-A3T δ figures and every kept run's learning curves, from the JSON."""
+  import plots  # noqa: PLC0415  (matplotlib only for the figures)
+
+  written = []
+  delta_points, sizes = {}, {}
+  for cell in (c for c in all_cells if c.table == "δ figure"):
+    values = measured(cell)
+    delta = int(cell.column.split("=")[1])
+    if "size" in values:
+      sizes[delta] = values.pop("size")
+    if values:
+      delta_points[delta] = values
+  if delta_points:
+    written.append(plots.robustness_vs_delta(
+        {"ARC LSTM": delta_points}, ("acc", "hf", "cf", "ex"), FIGURES / "delta.png",
+        "ARC LSTM trained on [(Ins,2),(Sub,2)], tested on [(Ins,δ),(Sub,δ)]", sizes or None))
+  for first in ("Del", "Ins"):
+    series: dict[str, dict[int, dict[str, float]]] = {}
+    for cell in all_cells:
+      if cell.table not in ("ARC-A3T table", "ARC-A3T figures"):
+        continue
+      match = re.fullmatch(rf"\[\({first},(\d)\),\(Sub,\1\)\]", cell.column.replace(" ", ""))
+      values = measured(cell)
+      if match and values:
+        series.setdefault(cell.row, {})[int(match.group(1))] = values
+    for metric in ("ex", "cf"):
+      if any(metric in v for points in series.values() for v in points.values()):
+        written.append(plots.robustness_vs_delta(
+            series, (metric,), FIGURES / f"arc_a3t_{first.lower()}_{metric}.png",
+            f"ARC-A3T: {metric.upper()} Acc on [({first},δ),(Sub,δ)]"))
+  for folder in sorted(p for p in RESULTS.iterdir() if (p / "metrics.jsonl").exists()):
+    written.append(plots.learning_curves(folder / "metrics.jsonl",
+                                         FIGURES / "curves" / f"{folder.name}.png"))
+  return written
+
+
+def figure_list(paths: list[Path]) -> str:
+  """Markdown: the δ figures shown, the learning curves linked."""
+  shown = [p for p in paths if p.parent == FIGURES]
+  curves = [p for p in paths if p.parent != FIGURES]
+  lines = ["### Figures", ""]
+  lines += [f"![{p.stem}]({p.relative_to(RESULTS)})" for p in shown] or [
+      "No δ figure yet: its evaluations are missing (see the δ figure and ARC-A3T rows above)."]
+  if curves:
+    lines += ["", "Learning curves (loss, dev Acc and CF, λ and ε): " + ", ".join(
+        f"[{p.stem}]({p.relative_to(RESULTS)})" for p in curves) + "."]
+  return "\n".join(lines) + "\n"
+
+
+def write_readme(selected: list[Cell], runs_dir: Path, figure_paths: list[Path] = ()) -> None:
+  """Replaces the generated part of results/README.md (between the markers) with the tables
+  and the list of figures."""
+  readme = RESULTS / "README.md"
+  text = readme.read_text() if readme.exists() else "# Results\n"
+  block = (f"{GENERATED_BEGIN}\n{tables(selected, runs_dir)}\n"
+           f"{figure_list(list(figure_paths))}{GENERATED_END}")
+  if GENERATED_BEGIN in text and GENERATED_END in text:
+    head, rest = text.split(GENERATED_BEGIN, 1)
+    text = head + block + rest.split(GENERATED_END, 1)[1]
+  else:
+    text = text.rstrip("\n") + "\n\n" + block + "\n"
+  readme.write_text(text)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--only", help="cells whose id (see --list) contains this glob, or "
+                      "whose run name matches it: 'table_2/lstm_*', 'del2ins2', 'normal_*'")
+  parser.add_argument("--list", action="store_true", help="show every cell's state and exit")
+  parser.add_argument("--device-parallel", type=int, default=1,
+                      help="training runs at once (several fit on one GPU; default 1)")
+  parser.add_argument("--gpu-runs", action="store_true",
+                      help="also train the runs marked for a GPU (ARC, IMDB) on this machine")
+  parser.add_argument("--report-only", action="store_true",
+                      help="only regenerate results/README.md's tables and the figures")
+  parser.add_argument("--no-report", action="store_true",
+                      help="do not regenerate the tables and figures at the end")
+  parser.add_argument("--runs-dir", type=Path, default=Path(os.environ.get(
+      "ARC_RUNS_DIR", ROOT / "runs")), help="where training runs live (default runs/, "
+      "$ARC_RUNS_DIR)")
+  args = parser.parse_args(argv)
+  if args.device_parallel < 1:
+    parser.error(f"--device-parallel {args.device_parallel}: pass at least 1.")
+  all_cells = cells()
+  selected = select(all_cells, args.only)
+  if not selected:
+    parser.error(f"--only {args.only!r} matches no cell; see --list for the cell ids.")
+  if args.list:
+    print(list_cells(selected, args.runs_dir))
+    return 0
+  if not args.report_only:  # a GPU machine trains the GPU runs (not asking JAX: it would
+    run_cells(selected, args.runs_dir, args.device_parallel,  # take the GPU's memory)
+              args.gpu_runs or shutil.which("nvidia-smi") is not None)
+  if args.no_report:
+    return 0
+  written = figures(all_cells)
+  write_readme(all_cells, args.runs_dir, written)
+  print(f"wrote results/README.md and {len(written)} figures in results/figures/")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

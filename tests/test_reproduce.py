@@ -1,0 +1,88 @@
+"""experiments/reproduce.py: every cell of the paper is known, states come from the files, the
+generated tables and figures come from the JSON alone."""
+
+import json
+
+import pytest
+from experiment_scripts import load_script
+
+reproduce = load_script("reproduce")
+report = load_script("report")
+
+
+def test_every_cell_of_the_paper_is_known_once():
+  cells = reproduce.cells()
+  ids = [c.id for c in cells]
+  assert len(ids) == len(set(ids))
+  table2 = {(c.row, report.space_key(c.column)) for c in cells if c.table == "Table 2"}
+  assert len(table2) == 3 * 4 * 3
+  for cell in (c for c in cells if c.table in ("Table 2", "Table 3")):
+    assert set(cell.paper) == {"acc", "hf", "cf", "ex"}  # the paper has every number
+  normal_runs = {c.evaluations[0].run.name for c in cells
+                 if c.table == "Table 2" and "Normal" in c.row}
+  assert normal_runs == {"normal_lstm", "normal_bilstm", "normal_tree"}  # one per architecture
+  assert [c.column for c in cells if c.table == "δ figure"] == [f"δ={d}" for d in range(1, 6)]
+  delta_ex = [("ex" in e.metrics) for c in cells if c.table == "δ figure"
+              for e in c.evaluations if "acc" in e.metrics]
+  assert delta_ex == [True, True, True, False, False]  # EX for δ ≤ 3 only
+  assert {c.table for c in cells} >= {"Table 3", "Table 4", "Table 5", "[(Sub,3)]",
+                                      "ARC-A3T table", "ARC-A3T figures"}
+  for cell in cells:
+    for evaluation in cell.evaluations:
+      assert set(evaluation.needs + evaluation.run.needs) <= set(reproduce.CAPABILITIES)
+
+
+def _results(space, metrics, count=1, examples=10, **extra):
+  return {"split": "test", "space": space, "examples": examples, "max_candidates": 1, **extra,
+          "metrics": {m: {"value": count / examples, "count": count, "total": examples}
+                      for m in metrics}}
+
+
+def test_states_and_tables_come_from_the_files(tmp_path, monkeypatch):
+  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  runs = tmp_path / "runs"
+  cell = next(c for c in reproduce.cells() if c.id == "table_2/lstm_normal/del2sub2")
+  never = lambda name: False  # noqa: E731
+  state = reproduce.cell_state(cell, runs, set(), never)
+  assert state.state == "missing" and "train normal_lstm" in state.detail
+
+  folder = tmp_path / "results" / "normal_lstm"
+  (folder / "eval").mkdir(parents=True)
+  (folder / "eval" / "test_Del2Sub2.json").write_text(json.dumps(
+      _results("[(Sub,2),(Del,2)]", ("acc", "cf", "ex", "hf"), count=5)))
+  state = reproduce.cell_state(cell, runs, set(), never)
+  assert "no model" in state.detail  # results without a kept model are not done
+  (folder / "model").mkdir()
+  (folder / "model" / "meta.json").write_text("{}")
+  assert reproduce.cell_state(cell, runs, set(), never).state == "done"
+  assert reproduce.measured(cell) == {m: 50.0 for m in ("acc", "cf", "ex", "hf")}
+  table = reproduce.tables([cell], runs)
+  assert "| 50.0 | 50.0 | 50.0 | 50.0 | 84.6 / 71.9 / 4.6 / 68.9 |" in table
+  assert "ACC -34.6" in table and "CF +45.4" in table
+
+  other_space = next(c for c in reproduce.cells() if c.id == "table_2/lstm_normal/del2ins2")
+  assert reproduce.cell_state(other_space, runs, {"normal_lstm"}, never).state == "running"
+  blocked = next(c for c in reproduce.cells() if c.table == "[(Sub,3)]" and "100" in c.column)
+  assert reproduce.cell_state(blocked, runs, set(), never).state == "blocked"
+  assert "--first N: not built (branch treehf)" in \
+      reproduce.cell_state(blocked, runs, set(), never).detail
+
+
+def test_readme_keeps_the_prose_around_the_generated_tables(tmp_path, monkeypatch):
+  monkeypatch.setattr(reproduce, "RESULTS", tmp_path)
+  (tmp_path / "README.md").write_text(f"# Results\nbefore\n{reproduce.GENERATED_BEGIN}\nold\n"
+                                      f"{reproduce.GENERATED_END}\nafter\n")
+  cells = [c for c in reproduce.cells() if c.table == "Table 3"]
+  reproduce.write_readme(cells, tmp_path / "runs")
+  text = (tmp_path / "README.md").read_text()
+  assert text.startswith("# Results\nbefore\n") and text.endswith("after\n")
+  assert "old" not in text and "### Table 3" in text and "S_review" in text
+
+
+def test_only_selects_by_cell_id_or_run_name():
+  cells = reproduce.cells()
+  assert {c.evaluations[0].run.name for c in reproduce.select(cells, "normal_bilstm")} == \
+      {"normal_bilstm"}
+  assert all(c.table == "Table 5" for c in reproduce.select(cells, "table_5"))
+  with pytest.raises(SystemExit):
+    reproduce.main(["--only", "no_such_cell", "--list"])
