@@ -161,7 +161,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                       "pass beam >= 1 (--beam, default 5).")
   run = RunDirectory(workdir)
   config = run.config()
-  run.require_checkpoint(checkpoint)  # before any data is loaded
+  if not (checkpoint == "best" and has_exported_model(run.path)):
+    run.require_checkpoint(checkpoint)  # before any data is loaded
   lexicon = {"synonyms": synonyms, "max_candidates": max_candidates}
   if config.trainable_embeddings and any(v not in (None, config[k]) for k, v in lexicon.items()):
     raise ConfigError(f"The run in {run.path} trained its word vectors on the vocabulary of its "
