@@ -14,7 +14,7 @@ run in the model's dtype, lies inside the certified box (tested strictly, withou
 float32 and float64). Ends are rounded outward with :func:`round_outward`; the argument for each
 rule is in its docstring. The two facts used throughout: rounding to nearest is *monotone*
 (a ≤ b ⇒ fl(a) ≤ fl(b)), so a concrete rounded result stays between the rounded images of
-real bounds; and ``nextafter`` of a rounded value steps past the real value it approximates.
+real bounds; and widening a rounded value by a few ulps steps past the real value it rounds.
 
 A *point* interval (``lo == hi``) encloses the concrete result within a few ulps (elementwise
 rules) or within the dot-product error bound ``γ_n·|x|·|W|`` (affine maps).
@@ -91,23 +91,25 @@ def _tiny(dtype):
 
 
 def round_outward(lo: jax.Array, hi: jax.Array) -> Interval:
-  """``[lo, hi]`` widened to ``[next float below lo − tiny, next float above hi + tiny]``.
+  """``[lo, hi]`` widened by 4u relative plus 4·tiny: ``[lo − (4u|lo| + 4t), hi + (4u|hi| + 4t)]``.
 
-  The rounding primitive of every rule. Let ``lo = fl(a)`` be the rounding to nearest of a real
-  ``a`` (or any float with |lo − a| at most half an ulp of lo, or at most ``tiny`` where results
-  are flushed to zero). Then the returned lower end is ≤ a: if ``lo − tiny`` rounds back to
-  ``lo``, ``nextafter`` steps one full ulp below lo, past a; otherwise it is already one float
-  below lo. The ``tiny`` term covers flush-to-zero (XLA on CPU flushes subnormals, so
-  ``nextafter(0)`` alone would read as 0). Symmetrically for ``hi``. Costs two elementwise
-  operations per end; the derivative is the identity (``nextafter`` passes tangents through).
+  The rounding primitive of every rule (u the unit roundoff, t the smallest normal number).
+  Let ``lo`` be the rounding to nearest of a real ``a`` in one operation, with or without
+  flush-to-zero (XLA on CPU flushes subnormals): |lo − a| ≤ u|lo| + t. Then the returned lower
+  end is ≤ a. Proof: the computed widening d = fl(fl(4u|lo|) + 4t) is at least
+  (4u(1 − u)|lo| + 3t)(1 − u), and the computed difference is at most
+  lo − d + u(|lo| + d) + t, which is ≤ lo − u|lo| − t ≤ a because d(1 − u) ≥ 2u|lo| + 2t.
+  Symmetrically for ``hi``. Four elementwise operations per end, fused into the operation's own
+  loop: about two ulps wider than ``nextafter``, which costs many more operations and made
+  certification markedly slower in our measurement (``benchmarks/rounding_cost.py``).
   """
-  tiny = _tiny(lo.dtype)
-  return Interval(jnp.nextafter(lo - tiny, jnp.asarray(-jnp.inf, lo.dtype)),
-                  jnp.nextafter(hi + tiny, jnp.asarray(jnp.inf, hi.dtype)))
+  u = _unit_roundoff(lo.dtype)
+  rel, tiny = np.asarray(4 * u, lo.dtype), np.asarray(4 * _tiny(lo.dtype), lo.dtype)
+  return Interval(lo - (jnp.abs(lo) * rel + tiny), hi + (jnp.abs(hi) * rel + tiny))
 
 
 def _up(x: jax.Array) -> jax.Array:
-  """A float ≥ the real value that ``x`` rounds (see :func:`round_outward`)."""
+  """A float ≥ the real value that ``x`` rounds in one operation (see :func:`round_outward`)."""
   return round_outward(x, x).hi
 
 

@@ -201,9 +201,9 @@ def test_float_soundness_small(family):
 def test_float_soundness_fuzz(family):
   count = int(os.environ.get("FUZZ_EXAMPLES", "200"))
   members = 0
-  for seed, shape, dtype in cases(family, count):
+  for i, (seed, shape, dtype) in enumerate(cases(family, count)):
     members += run_case(seed, family, dtype, shape)
-  print(f"\nfuzz {family}: {count} cases, {members} member strings, 0 escapes")
+    print(f"fuzz {family}: {i + 1} cases, {members} member strings, 0 escapes", flush=True)
 
 
 def test_escape_2_float32_weights_x10_regression():

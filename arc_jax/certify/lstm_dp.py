@@ -53,7 +53,8 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
   """Input-gate boxes of every replacement place: per k an Interval (B, N, t_k, 4H).
 
   The hull is taken over the projected embeddings (pre-ReLU; boxes enclosing every rounding of
-  the projection, :func:`interval.linear`) of the words that can stand at each output place, then shrunk towards the projection of the original window token by ``eps``.
+  the projection, :func:`interval.linear`) of the words that can stand at each output place,
+  then shrunk towards the projection of the original window token by ``eps``.
   Positions where nothing matches get the anchor point (finite; the DP masks them out).
   """
   n_pad = plan.token_ids.shape[1]
@@ -120,7 +121,8 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   carry0 = ((box0, box0), valid0, box0 if track_sums else None)
 
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
-  xs = (jax.tree.map(time_major, point_gates), time_major(jnp.arange(n_pad)[None, :] < lengths[:, None]),
+  xs = (jax.tree.map(time_major, point_gates),
+        time_major(jnp.arange(n_pad)[None, :] < lengths[:, None]),
         [time_major(m) for m in matches],
         [None if g is None else jax.tree.map(time_major, g) for g in repl_gates])
 

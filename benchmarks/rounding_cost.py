@@ -1,0 +1,127 @@
+"""The cost of sound floating point: certification and ARC training throughput, this tree against
+a baseline commit without directed rounding, side by side in one run.
+
+Each measurement runs in a fresh process with ``PYTHONPATH`` on one of the two source trees (the
+baseline is extracted with ``git archive``); the two alternate ``--rounds`` times and the best of
+each is kept (the machine is shared and noisy). Workloads, on real SST-2 data, hidden 100, batch
+32, fixed random weights:
+
+* ``certify``: sentences/s of the jitted DP on the first ``--sentences`` test sentences sorted
+  by length, best of three passes after compilation;
+* ``arc_train``: steps/s of the jitted ``value_and_grad`` of the ARC loss (cross-entropy on the
+  worst-case logits, ε = 1) on the first ``--steps`` training batches.
+
+    python benchmarks/rounding_cost.py [--baseline 931a241] [--space SPEC] [--rounds 2]
+
+Prints one JSON line per workload with both throughputs and their ratio (this tree / baseline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker(what: str, spec: str, sentences: int, steps: int) -> dict:
+  import jax  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import optax  # pylint: disable=import-outside-toplevel
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+
+  from arc_jax.certify import certify_jit, make_certify_fn  # pylint: disable=import-outside-toplevel
+  from arc_jax.data import prepare_lstm_data  # pylint: disable=import-outside-toplevel
+  from arc_jax.nn import LSTMClassifier  # pylint: disable=import-outside-toplevel
+  from arc_jax.perturbation import PlanBuilder  # pylint: disable=import-outside-toplevel
+
+  data = prepare_lstm_data("sst2")
+  space = data.space(spec)
+  slots = max((len(c) for c in data.synonyms.values()), default=1)
+  builder = PlanBuilder(space, data.vocab, min_replacement_slots=slots)
+  model = LSTMClassifier(data.embeddings, hidden=100, rngs=nnx.Rngs(0))
+  split = data.splits["test" if what == "certify" else "train"]
+  count = sentences if what == "certify" else steps * 32
+  tokens, labels = split.tokens[:count], np.asarray(split.labels[:count], np.int32)
+  order = np.argsort([len(s) for s in tokens], kind="stable") if what == "certify" else (
+      np.arange(len(tokens)))
+  batches = [(builder.build([tokens[i] for i in order[s:s + 32]], batch_size=32),
+              np.pad(labels[order[s:s + 32]], (0, 32 - len(order[s:s + 32]))))
+             for s in range(0, len(order), 32)]
+  if what == "certify":
+    graphdef, state = nnx.split(model)
+    run = lambda plan, y: certify_jit(graphdef, space.signature, state, plan, y).certified
+    unit = len(tokens)
+  else:
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    certify_fn = make_certify_fn(graphdef, space)
+
+    def loss(p, plan, y):
+      cert = certify_fn((p, rest), plan, y, 1.0)
+      return optax.softmax_cross_entropy_with_integer_labels(cert.worst_case_logits, y).mean()
+
+    grad = jax.jit(jax.value_and_grad(loss))
+    run = lambda plan, y: grad(params, plan, y)
+    unit = len(batches)
+  passes = []
+  for _ in range(4):
+    start = time.perf_counter()
+    jax.block_until_ready([run(plan, y) for plan, y in batches])
+    passes.append(time.perf_counter() - start)
+  return {"per_s": unit / min(passes[1:]), "compile_s": passes[0] - min(passes[1:])}
+
+
+def measure(tree: Path, args, what: str) -> dict:
+  from arc_jax.data.paths import find_data_file  # pylint: disable=import-outside-toplevel
+  data_dir = find_data_file("sst2/train.tsv.gz").parent.parent  # the data this tree finds
+  env = dict(os.environ, PYTHONPATH=str(tree), ARC_DATA_DIR=str(data_dir))
+  out = subprocess.run([sys.executable, __file__, "--worker", what, "--space", args.space,
+                        "--sentences", str(args.sentences), "--steps", str(args.steps)],
+                       env=env, cwd=tree, check=True, capture_output=True, text=True)
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--baseline", default="931a241")
+  parser.add_argument("--space", default="[(Sub,2),(Del,2)]")
+  parser.add_argument("--sentences", type=int, default=512)
+  parser.add_argument("--steps", type=int, default=8)
+  parser.add_argument("--rounds", type=int, default=2)
+  parser.add_argument("--worker", choices=("certify", "arc_train"))
+  args = parser.parse_args(argv)
+  if args.worker:
+    print(json.dumps(worker(args.worker, args.space, args.sentences, args.steps)))
+    return 0
+  with tempfile.TemporaryDirectory() as tmp:
+    baseline = Path(tmp)
+    archive = subprocess.run(["git", "archive", args.baseline], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
+    for what in ("certify", "arc_train"):
+      best = {"sound": None, "baseline": None}
+      for _ in range(args.rounds):
+        for name, tree in (("baseline", baseline), ("sound", ROOT)):
+          result = measure(tree, args, what)
+          if best[name] is None or result["per_s"] > best[name]["per_s"]:
+            best[name] = result
+      unit = "sentences_per_s" if what == "certify" else "steps_per_s"
+      print(json.dumps({
+          "benchmark": f"rounding_cost_{what}", "space": args.space, "baseline": args.baseline,
+          "backend": __import__("jax").default_backend(),
+          f"sound_{unit}": round(best["sound"]["per_s"], 2),
+          f"baseline_{unit}": round(best["baseline"]["per_s"], 2),
+          "ratio": round(best["sound"]["per_s"] / best["baseline"]["per_s"], 3),
+          "sound_compile_s": round(best["sound"]["compile_s"], 1),
+          "baseline_compile_s": round(best["baseline"]["compile_s"], 1)}), flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
