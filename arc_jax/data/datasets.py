@@ -47,8 +47,9 @@ def _text_lines(path: Path) -> Iterator[str]:
       yield line.rstrip("\r\n")
 
 
-def _bad_line(path: Path, number: int, why: str) -> ValueError:
-  return ValueError(f"{path}, line {number}: {why}. Is this the file PROVENANCE.md describes?")
+def _bad_line(path: Path, number: int, why: str) -> paths.DataFileError:
+  return paths.DataFileError(f"{path}, line {number}: {why}. Is this the file PROVENANCE.md "
+                             "describes?")
 
 
 def _binary_label(text: str, path: Path, number: int) -> int:

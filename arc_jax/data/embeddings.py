@@ -86,7 +86,8 @@ def read_vectors(path: str | os.PathLike, words: Iterable[str]) -> tuple[list[st
         found.append(word.decode("utf-8"))
         rows.append(rest)
   if dim is None:
-    raise ValueError(f"{path} holds no vectors; expected lines 'word v1 … vd' (GloVe format).")
+    raise paths.DataFileError(f"{path} holds no vectors; expected lines 'word v1 … vd' (GloVe "
+                              "format).")
   if not rows:
     return found, np.zeros((0, dim), np.float32)
   return found, np.loadtxt(rows, dtype=np.float32, ndmin=2)  # numpy's C parser, fastest here

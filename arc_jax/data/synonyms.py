@@ -39,7 +39,8 @@ def _read_lexicon(kind: str, data_root) -> dict[str, list[str]]:
       if not pair:
         continue
       if len(pair) != 2:
-        raise ValueError(f"{path}, line {number}: expected 'word1 word2', got {line.strip()!r}.")
+        raise paths.DataFileError(f"{path}, line {number}: expected 'word1 word2', got "
+                                  f"{line.strip()!r}.")
       lexicon.setdefault(pair[0], []).append(pair[1])
       lexicon.setdefault(pair[1], []).append(pair[0])
     return lexicon

@@ -15,6 +15,7 @@ import re
 import ml_collections
 from ml_collections import config_dict
 
+from arc_jax.data.synonyms import SYNONYM_FILES
 from arc_jax.perturbation import parse_space
 from arc_jax.train.losses import ROBUST_LOSSES
 from arc_jax.train.methods import METHODS
@@ -284,6 +285,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   if config.trainable_embeddings and not task.trainable_embeddings:
     raise ConfigError(f"config.trainable_embeddings=True is not available for model "
                       f"{config.model!r}: its word vectors are frozen; set it to False.")
+  if config.synonyms not in SYNONYM_FILES:
+    raise ConfigError(f"config.synonyms={config.synonyms!r} is unknown; choose one of "
+                      f"{sorted(SYNONYM_FILES)}.")
   if config.optimizer not in OPTIMIZERS:
     raise ConfigError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
                       f"{sorted(OPTIMIZERS)}.")

@@ -55,8 +55,8 @@ def stop_on_signals() -> Iterator[StopRequest]:
     if request.signal is None:
       request.signal = signum
       return
-    print(f"{signal.Signals(signum).name} again: stopping without saving; the run resumes from "
-          "its last checkpoint.", file=sys.stderr, flush=True)
+    print(f"\n{signal.Signals(signum).name} again: stopping without saving; the run resumes "
+          "from its last checkpoint.", file=sys.stderr, flush=True)  # \n: below a progress bar
     os._exit(128 + signum)
 
   previous = {s: signal.signal(s, handle) for s in STOP_SIGNALS}

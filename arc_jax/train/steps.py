@@ -220,16 +220,17 @@ def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Itera
     stop: called before each batch; raises to abandon the evaluation (e.g.
       :meth:`arc_jax.train.interrupt.StopRequest.raise_if_set`).
 
-  Without a bar the host waits once, at the end; with one it keeps one batch in flight and
-  counts the batches done.
+  Without a (displayed) bar the host waits once, at the end; with one it keeps one batch in
+  flight and counts the batches done.
   """
+  shown = bar is not None and not bar.disable
   outputs, rows = [], []
   for batch in batches:
     if stop is not None:
       stop()
     outputs.append(eval_step(params, rest, place(batch)))
     rows.append(batch.indices)
-    if bar is not None and len(outputs) > 1:
+    if shown and len(outputs) > 1:
       jax.block_until_ready(outputs[-2])
       bar.update()
   outputs = jax.device_get(outputs)

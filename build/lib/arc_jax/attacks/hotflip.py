@@ -1,0 +1,511 @@
+"""HotFlip beam search over programmable perturbation spaces (HF Acc, HotFlip adversarial training).
+
+The attack of the original's ``GeneralHotFlipAttack`` (REFERENCE.md §7.1), for any space:
+
+* A candidate is a set of *picks* (start, k, replacement) on the **original** string x:
+  non-overlapping windows, at most δ_k picks of T_k. Its string applies all picks in parallel,
+  so every string returned is a member of S(x) by construction.
+* Beam search follows the space's order: for each (T_k, δ_k), δ_k rounds. In a round, every
+  beam member not yet expanded for T_k is expanded: each pick of T_k whose window is still
+  untouched gives a child scored
+
+      score(child) = score(parent) + Σ_{p ≥ a} ∇_e L(cur)[p] · (e(new)[p] − e(old)[p]),
+
+  a first-order estimate of the loss increase: a = the window's position in the parent's
+  current string ``cur`` (original positions map to current ones through the earlier picks),
+  ``old = cur[a:]``, ``new`` = the rewritten suffix cut or zero-padded to the old length, e the
+  model's (frozen) input word vectors and L the cross-entropy at the label. The beam keeps the
+  ``beam`` best of the old members (x itself and partial candidates included) and the children.
+* Unlike the original's beam (keyed by candidate object), members are distinct *strings*: a
+  child whose string is already present keeps the higher score. Ties keep the older member.
+
+Batching: the beams of ``batch_size`` sentences (sorted by length) advance together, and each
+round makes one jitted call: gradients of all unexpanded members (``batch_size · beam`` rows,
+width a length bucket, so it compiles once per bucket) together with the suffix
+sums of ∇_e L[p] · e(cur[p + s_k − t_k]) that score the shifted tail of every rewrite. The
+replacement tokens' terms are gathered and summed with numpy over all picks of the round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+from tqdm.auto import tqdm
+
+from arc_jax import parallel
+from arc_jax.data.batching import make_batch
+from arc_jax.nn.models import predict
+from arc_jax.perturbation.plans import LENGTH_BUCKETS, bucket
+from arc_jax.perturbation.spaces import Space, Tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class Pick:
+  """One application of a transformation to the original string.
+
+  Attributes:
+    start: first position of the window in the original string.
+    transformation: index k of T_k in the space.
+    replacement: the t_k tokens that replace the window.
+  """
+
+  start: int
+  transformation: int
+  replacement: Tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class HotFlipCandidate:
+  """A member of S(x) found by the beam search.
+
+  Attributes:
+    tokens: the string.
+    score: accumulated first-order estimate of its loss increase over x (0 for x itself).
+    picks: the picks applied to x, by start position.
+  """
+
+  tokens: Tokens
+  score: float
+  picks: tuple[Pick, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class HotFlipResult:
+  """Per-example outcome of :func:`hotflip_robustness` for n examples.
+
+  Attributes:
+    correct: bool (n,), the clean prediction equals the label.
+    robust: bool (n,), correct and every candidate is classified as the label (HF Acc).
+    candidates: per example, the beam's strings, best first (empty where the clean prediction
+      is wrong: those examples are not attacked).
+    counterexamples: per example, the best-ranked misclassified candidate, or None.
+  """
+
+  correct: np.ndarray
+  robust: np.ndarray
+  candidates: tuple[tuple[Tokens, ...], ...]
+  counterexamples: tuple[Tokens | None, ...]
+
+  @property
+  def accuracy(self) -> float:
+    return float(np.mean(self.correct)) if len(self.correct) else 0.0
+
+  @property
+  def hotflip_accuracy(self) -> float:
+    return float(np.mean(self.robust)) if len(self.robust) else 0.0
+
+  def summary(self) -> dict:
+    """JSON-ready totals."""
+    return {"num_examples": len(self.robust), "accuracy": self.accuracy,
+            "hotflip_accuracy": self.hotflip_accuracy, "num_correct": int(np.sum(self.correct)),
+            "num_robust": int(np.sum(self.robust)),
+            "candidates_evaluated": sum(len(c) for c in self.candidates)}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Matches:
+  """The windows of the original string where one transformation T_k applies.
+
+  Attributes:
+    starts: int (P,), window start of each pick.
+    replacement_ids: int (P, t_k), vocabulary ids of each pick's replacement.
+    replacements: the P replacements.
+  """
+
+  starts: np.ndarray
+  replacement_ids: np.ndarray
+  replacements: tuple[Tokens, ...]
+
+
+@dataclasses.dataclass
+class _Member:
+  """A beam member and the layout of its picks over the original positions.
+
+  Attributes:
+    candidate: the candidate.
+    covered: int (n+1,), number of original positions before i covered by a pick.
+    positions: int (n,), current position of each original position (unused where covered).
+    expanded: expanded for the current transformation already.
+  """
+
+  candidate: HotFlipCandidate
+  covered: np.ndarray
+  positions: np.ndarray
+  expanded: bool = False
+
+
+def _member(space: Space, x: Tokens, picks: tuple[Pick, ...], score: float) -> _Member:
+  """The member applying ``picks`` (sorted by start, non-overlapping) to ``x``."""
+  n = len(x)
+  covered = np.zeros(n + 1, np.int64)
+  growth = np.zeros(n + 1, np.int64)
+  tokens, i = [], 0
+  for pick in picks:
+    t = space.transformations[pick.transformation]
+    covered[pick.start + 1:pick.start + t.s + 1] = 1
+    growth[pick.start + t.s] += t.t - t.s
+    tokens += x[i:pick.start] + pick.replacement
+    i = pick.start + t.s
+  tokens += x[i:]
+  positions = np.arange(n) + np.cumsum(growth)[:n]
+  return _Member(HotFlipCandidate(tuple(tokens), score, picks), np.cumsum(covered), positions)
+
+
+def _matches(space: Space, x: Tokens, vocab: Mapping[str, int]) -> list[_Matches]:
+  """Picks of every transformation on ``x`` (the space restricted to ``vocab``)."""
+  windows = space.windows(x)
+  out = []
+  for k, t in enumerate(space.transformations):
+    starts, replacements = [], []
+    for i, per_k in enumerate(windows):
+      starts += [i] * len(per_k[k])
+      replacements += per_k[k]
+    ids = np.array([[vocab[w] for w in r] for r in replacements], np.int64).reshape(len(replacements), t.t)
+    out.append(_Matches(np.array(starts, np.int64), ids, tuple(replacements)))
+  return out
+
+
+def _suffix_sums(values: jax.Array) -> jax.Array:
+  """(R, N) → (R, N + 1): entry q is Σ_{p ≥ q} values[:, p] (0 at q = N)."""
+  sums = jnp.cumsum(values[:, ::-1], axis=1)[:, ::-1]
+  return jnp.pad(sums, ((0, 0), (0, 1)))
+
+
+def _diagonal(dots: jax.Array, shift: jax.Array) -> jax.Array:
+  """(R, N, N) → (R, N): entry p is dots[:, p, p + shift] (0 where p + shift is outside)."""
+  n = dots.shape[-1]
+  columns = jnp.arange(n) + shift
+  inside = (columns >= 0) & (columns < n)
+  picked = jnp.take_along_axis(dots, jnp.clip(columns, 0, n - 1)[None, :, None], axis=2)
+  return jnp.where(inside[None, :], picked[..., 0], 0.0)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _first_order_terms(graphdef: nnx.GraphDef, state: nnx.State, shift: jax.Array,
+                       token_ids: jax.Array, lengths: jax.Array, labels: jax.Array
+                       ) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """Gradients and suffix sums that score every rewrite with s_k − t_k = ``shift``.
+
+  Args:
+    graphdef, state: the model.
+    shift: int scalar, s_k − t_k of the transformation of this round.
+    token_ids: int (R, N) current strings, padded.
+    lengths: int (R,) their lengths (0 for padding rows).
+    labels: int (R,) the labels.
+
+  Returns:
+    ``grads`` (R, N, E) = ∇_e L at each position (0 beyond the length), ``old`` (R, N + 1) with
+    ``old[r, q] = Σ_{p ≥ q} grads[r, p] · e(cur[p])`` and ``shifted`` (R, N + 1) with
+    ``shifted[r, q] = Σ_{p ≥ q} grads[r, p] · e(cur[p + shift])`` (zero vectors beyond the
+    length).
+  """
+  model = nnx.merge(graphdef, state)
+  real = jnp.arange(token_ids.shape[1])[None, :] < lengths[:, None]
+  embedded = model.embed(token_ids) * real[..., None]
+
+  def loss(e):
+    log_probs = jax.nn.log_softmax(model.head(model.features_from_embeddings(e, lengths)))
+    return -jnp.sum(jnp.take_along_axis(log_probs, labels[:, None], axis=1))
+
+  grads = jax.grad(loss)(embedded)
+  dots = jnp.einsum("rpe,rqe->rpq", grads, embedded)
+  return grads, _suffix_sums(_diagonal(dots, 0)), _suffix_sums(_diagonal(dots, shift))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Devices:
+  """Where the attack's jitted calls run: the default device (``mesh`` None), or every device of
+  ``mesh`` with the rows of each call split over them (the state replicated). Every host runs
+  the same search on the same sentences and gathers every call's outputs."""
+
+  mesh: Mesh | None = None
+
+  def rows(self, count: int) -> int:
+    """``count`` rounded up to a multiple of the devices (the extra rows are padding)."""
+    devices = 1 if self.mesh is None else self.mesh.size
+    return -(-count // devices) * devices
+
+  def state(self, state: nnx.State) -> nnx.State:
+    """``state`` replicated on the mesh (as it is if it already is: a training step's)."""
+    if self.mesh is None:
+      return state
+    sharding = parallel.replicated(self.mesh)
+    if all(isinstance(x, jax.Array) and x.sharding.is_equivalent_to(sharding, x.ndim)
+           for x in jax.tree.leaves(state)):
+      return state
+    return parallel.put(state, sharding)
+
+  def put_rows(self, *arrays: np.ndarray):
+    return arrays if self.mesh is None else parallel.put(arrays, parallel.batch_sharded(self.mesh))
+
+  def fetch(self, tree):
+    if self.mesh is None:
+      return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def _merged(graphdef: nnx.GraphDef, state) -> tuple[nnx.GraphDef, nnx.State]:
+  """(graphdef, one state) from a state or a tuple of states (e.g. ``(params, rest)``)."""
+  if isinstance(state, tuple):
+    return nnx.split(nnx.merge(graphdef, *state))
+  return graphdef, state
+
+
+def _pad_rows(rows: Sequence[Tokens], vocab: Mapping[str, int], count: int
+              ) -> tuple[np.ndarray, np.ndarray]:
+  """(int32 (count, N) ids, int32 (count,) lengths), N a length bucket."""
+  width = bucket(max([len(r) for r in rows] + [1]), LENGTH_BUCKETS)
+  ids = np.zeros((count, width), np.int32)
+  lengths = np.zeros((count,), np.int32)
+  for b, row in enumerate(rows):
+    ids[b, :len(row)] = [vocab[w] for w in row]
+    lengths[b] = len(row)
+  return ids, lengths
+
+
+class _Search:
+  """The beam searches of one chunk of sentences, advanced together round by round."""
+
+  def __init__(self, graphdef, state, space: Space, sentences: Sequence[Tokens],
+               labels: np.ndarray, vocab: Mapping[str, int], embeddings: np.ndarray, beam: int,
+               rows: int, devices: _Devices):
+    self.graphdef, self.state, self.space, self.vocab = graphdef, state, space, vocab
+    self.sentences, self.labels, self.embeddings = sentences, labels, embeddings
+    self.beam, self.rows, self.devices = beam, rows, devices
+    self.matches = [_matches(space, x, vocab) for x in sentences]
+    self.beams = [[_member(space, x, (), 0.0)] for x in sentences]
+
+  def run(self) -> list[tuple[HotFlipCandidate, ...]]:
+    for k, delta in enumerate(self.space.budgets):
+      for members in self.beams:
+        for m in members:
+          m.expanded = False
+      for _ in range(delta):
+        if not self._round(k):
+          break
+    return [tuple(m.candidate for m in members) for members in self.beams]
+
+  def _available(self, j: int, m: _Member, k: int) -> np.ndarray:
+    """bool (P,): the picks of T_k on sentence j whose window ``m`` leaves untouched."""
+    starts, s = self.matches[j][k].starts, self.space.transformations[k].s
+    return m.covered[starts + s] == m.covered[starts]
+
+  def _round(self, k: int) -> bool:
+    """Expands every unexpanded member by T_k; False if no member had a pick to try."""
+    todo = []
+    for j, members in enumerate(self.beams):
+      for m in members:
+        if not m.expanded:
+          m.expanded = True
+          available = self._available(j, m, k)
+          if available.any():
+            todo.append((j, m, np.flatnonzero(available)))
+    if not todo:
+      return False
+    t = self.space.transformations[k]
+    ids, lengths = _pad_rows([m.candidate.tokens for _, m, _ in todo], self.vocab, self.rows)
+    labels = np.zeros((self.rows,), np.int32)
+    labels[:len(todo)] = [self.labels[j] for j, _, _ in todo]
+    grads, old, shifted = self.devices.fetch(_first_order_terms(
+        self.graphdef, self.state, np.int32(t.s - t.t),
+        *self.devices.put_rows(ids, lengths, labels)))
+
+    # Every (member, pick) pair of the round, flattened.
+    row = np.concatenate([np.full(len(p), r) for r, (_, _, p) in enumerate(todo)])
+    at = np.concatenate([m.positions[self.matches[j][k].starts[p]] for j, m, p in todo])
+    replacement_ids = np.concatenate([self.matches[j][k].replacement_ids[p] for j, _, p in todo])
+    parent = np.array([m.candidate.score for _, m, _ in todo])[row]
+    # Positions p ≥ at + t_k hold the old tokens shifted by s_k − t_k: a difference of suffix
+    # sums. The t_k replaced positions (cut at the old length): gathered differences.
+    tail = np.minimum(at + t.t, ids.shape[1])
+    gain = shifted[row, tail] - old[row, tail]
+    if t.t:
+      spots = at[:, None] + np.arange(t.t)[None, :]
+      inside = spots < lengths[row][:, None]
+      spots = np.minimum(spots, ids.shape[1] - 1)
+      diff = self.embeddings[replacement_ids] - self.embeddings[ids[row[:, None], spots]]
+      gain += np.sum(np.einsum("qje,qje->qj", grads[row[:, None], spots], diff) * inside, axis=1)
+    scores = parent + gain
+
+    first = np.cumsum([0] + [len(p) for _, _, p in todo])
+    children: dict[int, list] = {}
+    for r, (j, m, p) in enumerate(todo):
+      children.setdefault(j, []).append((m, p, scores[first[r]:first[r + 1]]))
+    for j, expansions in children.items():
+      self.beams[j] = self._select(j, k, expansions)
+    return True
+
+  def _select(self, j: int, k: int, expansions: list) -> list[_Member]:
+    """The ``beam`` best distinct strings among the current members and their children."""
+    members = self.beams[j]
+    specs = [(m, pick) for m, picks, _ in expansions for pick in picks]
+    scores = np.concatenate([[m.candidate.score for m in members]]
+                            + [s for _, _, s in expansions])
+    kept, seen = [], set()
+    for o in np.argsort(-scores, kind="stable"):
+      if o < len(members):
+        member = members[o]
+      else:
+        parent, pick = specs[o - len(members)]
+        member = self._child(j, k, parent, pick, float(scores[o]))
+      if member.candidate.tokens not in seen:
+        seen.add(member.candidate.tokens)
+        kept.append(member)
+        if len(kept) == self.beam:
+          break
+    return kept
+
+  def _child(self, j: int, k: int, parent: _Member, p: int, score: float) -> _Member:
+    matches = self.matches[j][k]
+    pick = Pick(int(matches.starts[p]), k, matches.replacements[p])
+    picks = tuple(sorted(parent.candidate.picks + (pick,), key=lambda q: q.start))
+    return _member(self.space, self.sentences[j], picks, score)
+
+
+def _check_inputs(sentences: Sequence[Tokens], labels: np.ndarray, vocab: Mapping[str, int],
+                  beam: int, batch_size: int) -> None:
+  if beam < 1:
+    raise ValueError(f"beam must be >= 1, got {beam}.")
+  if batch_size < 1:
+    raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+  if len(sentences) != len(labels):
+    raise ValueError(f"Got {len(sentences)} sentences and {len(labels)} labels; pass one label "
+                     "per sentence.")
+  for i, sentence in enumerate(sentences):
+    missing = [w for w in sentence if w not in vocab]
+    if missing:
+      raise KeyError(f"Sentence {i} has tokens outside the vocabulary: {missing[:5]}. Drop "
+                     "out-of-vocabulary tokens first (arc_jax.data.drop_oov).")
+
+
+def hotflip_search(graphdef: nnx.GraphDef, state, space: Space,
+                   sentences: Sequence[Sequence[str]], labels: Sequence[int],
+                   vocab: Mapping[str, int], *, beam: int = 5, batch_size: int = 32,
+                   progress: bool = False, mesh: Mesh | None = None
+                   ) -> list[tuple[HotFlipCandidate, ...]]:
+  """HotFlip beam search on n sentences (see the module docstring).
+
+  Args:
+    graphdef, state: ``nnx.split(model)`` of an :class:`~arc_jax.nn.LSTMClassifier`; ``state``
+      may also be a tuple of states, e.g. ``(params, rest)``.
+    space: the perturbation space; restricted to ``vocab`` here.
+    sentences: n tokenised sentences, every token in ``vocab``.
+    labels: (n,) labels: the loss whose increase is estimated.
+    vocab: word → id (0 = padding).
+    beam: beam width (5 for HF Acc, 1 for adversarial training).
+    batch_size: sentences searched together; each gradient call has ``batch_size · beam`` rows.
+    progress: tqdm bar over sentences.
+    mesh: split each gradient call's rows over these devices (``arc_jax.parallel``; padded to
+      a multiple of them); None: the default device. The candidates do not depend on it.
+
+  Returns:
+    Per sentence, up to ``beam`` candidates with distinct strings, best score first; x itself
+    is among them while no child outscores it.
+  """
+  sentences = [tuple(s) for s in sentences]
+  labels = np.asarray(labels, np.int64).reshape(-1)
+  _check_inputs(sentences, labels, vocab, beam, batch_size)
+  graphdef, state = _merged(graphdef, state)
+  space = space.restricted_to(vocab)
+  embeddings = np.asarray(nnx.merge(graphdef, state).embeddings[...])
+  devices = _Devices(mesh)
+  state = devices.state(state)
+  order = np.argsort([len(s) for s in sentences], kind="stable")
+  out: list[tuple[HotFlipCandidate, ...]] = [()] * len(sentences)
+  with tqdm(total=len(sentences), unit="sentence", desc="hotflip", disable=not progress) as bar:
+    for start in range(0, len(order), batch_size):
+      chunk = order[start:start + batch_size]
+      search = _Search(graphdef, state, space, [sentences[i] for i in chunk], labels[chunk],
+                       vocab, embeddings, beam, devices.rows(batch_size * beam), devices)
+      for i, found in zip(chunk, search.run()):
+        out[i] = found
+      bar.update(len(chunk))
+  return out
+
+
+def hotflip_candidates(graphdef: nnx.GraphDef, state, space: Space,
+                       sentences: Sequence[Sequence[str]], labels: Sequence[int],
+                       vocab: Mapping[str, int], *, beam: int = 5, batch_size: int = 32,
+                       progress: bool = False, mesh: Mesh | None = None) -> list[list[Tokens]]:
+  """The strings of :func:`hotflip_search`: per sentence up to ``beam`` distinct members of S(x)."""
+  found = hotflip_search(graphdef, state, space, sentences, labels, vocab, beam=beam,
+                         batch_size=batch_size, progress=progress, mesh=mesh)
+  return [[c.tokens for c in candidates] for candidates in found]
+
+
+def adversarial_examples(graphdef: nnx.GraphDef, state, space: Space,
+                         sentences: Sequence[Sequence[str]], labels: Sequence[int],
+                         vocab: Mapping[str, int], *, batch_size: int = 32,
+                         mesh: Mesh | None = None) -> list[Tokens]:
+  """HotFlip adversarial training's extra rows: the top-1 (beam 1) candidate of each sentence.
+
+  As in the original, a sentence whose every child scores below 0 comes back unchanged.
+  """
+  found = hotflip_search(graphdef, state, space, sentences, labels, vocab, beam=1,
+                         batch_size=batch_size, mesh=mesh)
+  return [candidates[0].tokens for candidates in found]
+
+
+def _predicted(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[Tokens],
+               vocab: Mapping[str, int], rows: int, devices: _Devices) -> np.ndarray:
+  """Predicted class (len(strings),) of each string, in batches of ``rows`` sorted by length."""
+  order = np.argsort([len(s) for s in strings], kind="stable")
+  out = np.zeros(len(strings), np.int64)
+  for start in range(0, len(order), rows):
+    idx = order[start:start + rows]
+    batch = make_batch([strings[i] for i in idx], np.zeros(len(idx), np.int64),
+                       range(len(idx)), vocab, rows)
+    logits = devices.fetch(predict(graphdef, state,
+                                   *devices.put_rows(batch.token_ids, batch.lengths)))
+    out[idx] = np.argmax(logits[:len(idx)], axis=-1)
+  return out
+
+
+def hotflip_robustness(graphdef: nnx.GraphDef, state, space: Space,
+                       sentences: Sequence[Sequence[str]], labels: Sequence[int],
+                       vocab: Mapping[str, int], *, beam: int = 5, batch_size: int = 32,
+                       progress: bool = False, mesh: Mesh | None = None) -> HotFlipResult:
+  """HF Acc (REFERENCE.md §8): robust iff x and all ``beam`` HotFlip candidates are classified y.
+
+  Examples whose clean prediction is wrong are not attacked. The candidates are members of
+  S(x), so HF Acc ≥ EX Acc; it is ≤ Acc by definition.
+
+  Args:
+    graphdef, state, space, sentences, labels, vocab, beam, batch_size, progress, mesh: as for
+      :func:`hotflip_search`; predictions use ``batch_size · beam`` rows per call.
+
+  Returns:
+    A :class:`HotFlipResult`.
+  """
+  sentences = [tuple(s) for s in sentences]
+  labels = np.asarray(labels, np.int64).reshape(-1)
+  _check_inputs(sentences, labels, vocab, beam, batch_size)
+  graphdef, state = _merged(graphdef, state)
+  devices = _Devices(mesh)
+  rows = devices.rows(batch_size * beam)
+  placed = devices.state(state)
+  correct = _predicted(graphdef, placed, sentences, vocab, rows, devices) == labels
+  attacked = np.flatnonzero(correct)
+  found = hotflip_candidates(graphdef, state, space, [sentences[i] for i in attacked],
+                             labels[attacked], vocab, beam=beam, batch_size=batch_size,
+                             progress=progress, mesh=mesh)
+  candidates: list[tuple[Tokens, ...]] = [()] * len(sentences)
+  for i, strings in zip(attacked, found):
+    candidates[i] = tuple(strings)
+  flat = [s for strings in candidates for s in strings]
+  owner = np.repeat(np.arange(len(sentences)), [len(c) for c in candidates])
+  wrong = _predicted(graphdef, placed, flat, vocab, rows, devices) != labels[owner]
+  robust = correct.copy()
+  robust[owner[wrong]] = False
+  counterexamples: list[Tokens | None] = [None] * len(sentences)
+  for q in np.flatnonzero(wrong)[::-1]:  # the best-ranked one is written last
+    counterexamples[owner[q]] = flat[q]
+  return HotFlipResult(correct, robust, tuple(candidates), tuple(counterexamples))

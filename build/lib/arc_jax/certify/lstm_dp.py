@@ -1,0 +1,260 @@
+"""The ARC memoizing DP for LSTMs and Bi-LSTMs (DESIGN.md §3, paper §4).
+
+For a sentence x_1..x_n and a space S = {(T_k, δ_k)}, H[j, c] over-approximates the LSTM states
+(h, c) of every string obtained from the prefix x_1..x_j by applying *exactly* c_k copies of each
+T_k (tight semantics). With H[0, 0] = (h0, c0) and every other H[0, c] = ⊥:
+
+    H[j, c] = cell(x_j, H[j-1, c])
+              ⊔  ⊔_{k : c_k ≥ 1, φ_k(x_{j-s_k+1..j})}  cell^{t_k}(α_{k,1}, …, α_{k,t_k}; H[j-s_k, c-e_k])
+
+where α_{k,l} is the box of the l-th output token of T_k's replacements (hull of their projected
+embeddings before the ReLU, optionally shrunk towards the original token by ε), and cell^0 is the
+identity (a deletion).
+
+Soundness (induction on j): a string in the set of H[j, c] either leaves x_j untouched (then its
+prefix before x_j is in the set of H[j-1, c] and the LSTM step is sound for boxes) or ends with a
+replacement r of T_k applied at the window ending at j (then its prefix is in the set of
+H[j-s_k, c-e_k], and feeding r_1..r_{t_k}, each inside α_{k,l}, is covered by t_k sound steps).
+Windows are non-overlapping because the source state is indexed before the window.
+
+Layout: the decomposition is a grid axis per transformation, shape (δ_1+1, …, δ_m+1), so
+"c − e_k for all c with c_k ≥ 1" is a slice ``[:-1]`` of axis k written into ``[1:]``: no gathers,
+no Python loop over slots. One ``lax.scan`` over positions carries a window of the last
+max_k s_k states; padded positions leave the state unchanged, so each sentence of a batch gets
+exactly its own answer. Empty (⊥) slots carry a validity mask and finite placeholder values that
+never reach a valid join.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from arc_jax import interval as iv
+from arc_jax.nn.cells import LSTMCell
+from arc_jax.nn.models import LSTMClassifier
+from arc_jax.perturbation.plans import Plan, reverse_plan
+from arc_jax.perturbation.spaces import Signature
+
+
+def _anchor_offsets(s: int, t: int) -> list[int]:
+  """For output place l of an s→t rewrite, the window token whose point ε = 0 shrinks towards.
+
+  The last t tokens of the window for t ≤ s (Sub, Trans1–3), the first ones for t > s (Dup).
+  """
+  return [min(max(l + s - t, 0), s - 1) for l in range(t)]
+
+
+def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Signature,
+                      eps: jax.Array) -> list[iv.Interval | None]:
+  """Input-gate boxes of every replacement place: per k an Interval (B, N, t_k, 4H).
+
+  The hull is taken over the projected embeddings (pre-ReLU) of the words that can stand at each
+  output place, then shrunk towards the projection of the original window token by ``eps``.
+  Positions where nothing matches get the anchor point (finite; the DP masks them out).
+  """
+  n_pad = plan.token_ids.shape[1]
+  out = []
+  for s, t, tp in zip(sig.s, sig.t, plan.transformations):
+    if t == 0:
+      out.append(None)
+      continue
+    candidates = model.projection.pre_activation(model.embed(tp.replacement_ids))
+    offsets = jnp.asarray(_anchor_offsets(s, t))
+    anchor_pos = jnp.clip(jnp.arange(n_pad)[:, None] - s + 1 + offsets[None, :], 0, n_pad - 1)
+    anchor = model.projection.pre_activation(model.embed(plan.token_ids[:, anchor_pos]))
+    box = iv.hull(candidates, tp.replacement_mask, axis=3, empty=anchor)
+    box = iv.shrink_towards(box, anchor, eps)
+    out.append(cell.input_gates(iv.monotone(jax.nn.relu, box)))
+  return out
+
+
+def _grid_broadcast(x: jax.Array, grid_rank: int) -> jax.Array:
+  """(B, F) → (B, 1, …, 1, F) to broadcast over the decomposition grid."""
+  return x.reshape(x.shape[:1] + (1,) * grid_rank + x.shape[1:])
+
+
+def _drop_last(x: jax.Array, axis: int) -> jax.Array:
+  """All but the last slot along ``axis``: the sources c − e_k of the slots c with c_k ≥ 1."""
+  return jax.lax.slice_in_dim(x, 0, x.shape[axis] - 1, axis=axis)
+
+
+def _pad_front(x: jax.Array, axis: int) -> jax.Array:
+  """Prepends one zero slot along ``axis``: results computed from slots c − e_k land in c."""
+  pad = [(0, 0)] * x.ndim
+  pad[axis] = (1, 0)
+  return jnp.pad(x, pad)
+
+
+def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
+                   repl_gates: list[iv.Interval | None], matches: list[jax.Array],
+                   lengths: jax.Array, track_sums: bool):
+  """Runs the DP over all positions for one direction.
+
+  Args:
+    cell: the LSTM cell.
+    sig: s_k, t_k, δ_k of the space (static).
+    point_gates: (B, N, 4H) input gates of the original tokens.
+    repl_gates: per k, Interval (B, N, t_k, 4H) or None for t_k = 0.
+    matches: per k, bool (B, N): φ_k holds for the window ending at j.
+    lengths: (B,).
+    track_sums: also carry, per slot, the box of the sum of h over the emitted positions
+      (for mean pooling).
+
+  Returns:
+    (state, valid, sums): the final H[n, ·] as an Interval pair (h, c) of shape
+    (B, δ_1+1, …, δ_m+1, H), its validity (B, δ_1+1, …), and the sums box (or None).
+  """
+  batch, n_pad, _ = point_gates.shape
+  dims = sig.grid
+  rank = len(dims)
+  window = max(sig.s, default=1)
+  hidden = cell.hidden
+  zeros = jnp.zeros((window, batch) + dims + (hidden,), point_gates.dtype)
+  valid0 = jnp.zeros((window, batch) + dims, bool).at[(0, slice(None)) + (0,) * rank].set(True)
+  box0 = iv.point(zeros)
+  carry0 = ((box0, box0), valid0, box0 if track_sums else None)
+
+  time_major = lambda a: jnp.swapaxes(a, 0, 1)
+  xs = (time_major(point_gates), time_major(jnp.arange(n_pad)[None, :] < lengths[:, None]),
+        [time_major(m) for m in matches],
+        [None if g is None else jax.tree.map(time_major, g) for g in repl_gates])
+
+  def body(carry, x):
+    (hs, cs), valid, sums = carry
+    gates, real, match_j, repl_j = x
+    # Branch "keep x_j", then one branch per transformation: the source grid (for T_k the slots
+    # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity, running
+    # sums, the input-gate boxes of the steps to feed, and the grid axis of k.
+    keep = ((hs[0], cs[0]), valid[0], sums[0] if track_sums else None, [iv.point(gates)], None)
+    branches, repeats = [keep], []
+    for k, (s, t) in enumerate(zip(sig.s, sig.t)):
+      if sig.budgets[k] == 0:
+        continue
+      head = functools.partial(_drop_last, axis=1 + k)
+      ok = head(valid[s - 1]) & _grid_broadcast(match_j[k], rank)
+      steps = [repl_j[k][:, l] for l in range(t)]
+      if sig.repeats[k]:
+        # (x_j, …, x_j): the first copy is the keep step from slots c − e_k, computed below.
+        repeats.append((head, ok, steps[1:], 1 + k))
+        continue
+      src = jax.tree.map(head, (hs[s - 1], cs[s - 1]))
+      total = jax.tree.map(head, sums[s - 1]) if track_sums else None
+      branches.append((src, ok, total, steps, 1 + k))
+    outputs = _run_steps(cell, [(b[0], b[2], b[3]) for b in branches], track_sums)
+    kept = outputs[0]
+    for head, ok, steps, axis in repeats:
+      src, total = jax.tree.map(head, kept)
+      branches.append((src, ok, total, steps, axis))
+    if repeats:
+      outputs += _run_steps(cell, [(b[0], b[2], b[3]) for b in branches[-len(repeats):]],
+                            track_sums)
+    state, ok, total = None, None, None
+    for (_, b_ok, _, _, axis), (b_state, b_total) in zip(branches, outputs):
+      if axis is not None:  # T_k's results land in slots c (c_k ≥ 1)
+        shift = lambda a: _pad_front(a, axis)
+        b_state, b_ok, b_total = jax.tree.map(shift, (b_state, b_ok, b_total))
+      if state is None:
+        state, ok, total = b_state, b_ok, b_total
+        continue
+      h, _ = iv.masked_join(state[0], ok, b_state[0], b_ok)
+      c, _ = iv.masked_join(state[1], ok, b_state[1], b_ok)
+      if track_sums:
+        total, _ = iv.masked_join(total, ok, b_total, b_ok)
+      state, ok = (h, c), ok | b_ok
+    keep = _grid_broadcast(real, rank)
+    state = tuple(iv.where(keep[..., None], a, b) for a, b in zip(state, (hs[0], cs[0])))
+    ok = jnp.where(keep, ok, valid[0])
+    push = lambda new, old: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), new, old)
+    new_carry = ((push(state[0], hs), push(state[1], cs)), push(ok, valid), None)
+    if track_sums:
+      total = iv.where(keep[..., None], total, sums[0])
+      new_carry = new_carry[:2] + (push(total, sums),)
+    return new_carry, None
+
+  # Rematerialise the body in the backward pass instead of storing every step's intermediates:
+  # 2.3-2.8x faster ARC training steps on CPU (memory traffic, not FLOPs, bounds this DP).
+  ((hs, cs), valid, sums), _ = jax.lax.scan(jax.checkpoint(body), carry0, xs)
+  return (hs[0], cs[0]), valid[0], (sums[0] if track_sums else None)
+
+
+def _run_steps(cell: LSTMCell, branches, track_sums: bool):
+  """Feeds each branch's input boxes to its source states, batching branches per step.
+
+  Args:
+    branches: list of ((h, c), sums, steps): grid-shaped Interval states (B, *g, H) (each
+      branch its own grid g), their running sums (or None) and the list of gate boxes (B, 4H)
+      to feed in order (empty for a deletion).
+
+  Returns:
+    list of ((h, c), sums) per branch after all its steps. At step l one cell call runs on the
+    concatenated slots of every branch with more than l steps, instead of one call per branch.
+  """
+  out = [(state, total) for state, total, _ in branches]
+  for l in range(max((len(steps) for *_, steps in branches), default=0)):
+    live = [i for i, (*_, steps) in enumerate(branches) if len(steps) > l]
+    shapes = [out[i][0][0].shape for i in live]
+    rows = [int(np.prod(shape[1:-1])) for shape in shapes]
+    flat = lambda a, r: a.reshape(a.shape[0], r, a.shape[-1])
+    cat = lambda parts: jax.tree.map(lambda *a: jnp.concatenate(a, axis=1), *parts)
+    h = cat([flat(out[i][0][0], r) for i, r in zip(live, rows)])
+    c = cat([flat(out[i][0][1], r) for i, r in zip(live, rows)])
+    gates = cat([jax.tree.map(lambda a: jnp.broadcast_to(a[:, None], (a.shape[0], r, a.shape[-1])),
+                              branches[i][2][l]) for i, r in zip(live, rows)])
+    h, c = cell.step((h, c), gates)
+    offsets = np.cumsum([0] + rows)
+    for i, shape, a, b in zip(live, shapes, offsets[:-1], offsets[1:]):
+      part = lambda x: x[:, a:b].reshape(shape)
+      new_h, new_c = jax.tree.map(part, h), jax.tree.map(part, c)
+      total = iv.add(out[i][1], new_h) if track_sums else None
+      out[i] = ((new_h, new_c), total)
+  return out
+
+
+def _join_slots(box: iv.Interval, valid: jax.Array) -> iv.Interval:
+  """Join over the decomposition grid of the valid slots: (B, *dims, H) → (B, H)."""
+  batch, hidden = box.shape[0], box.shape[-1]
+  lo = jnp.where(valid[..., None], box.lo, jnp.inf).reshape(batch, -1, hidden)
+  hi = jnp.where(valid[..., None], box.hi, -jnp.inf).reshape(batch, -1, hidden)
+  return iv.Interval(lo.min(axis=1), hi.max(axis=1))
+
+
+def _origin(x: jax.Array, rank: int) -> jax.Array:
+  """Slot c = 0 of a grid array (B, *dims, H): the unperturbed sentence."""
+  return x[(slice(None),) + (0,) * rank]
+
+
+def _slot_lengths(sig: Signature, lengths: jax.Array) -> jax.Array:
+  """Output length of every slot, n + Σ_k c_k (t_k − s_k), at least 1: (B, *dims)."""
+  growth = sig.decomposition() @ (np.asarray(sig.t, np.int32) - np.asarray(sig.s, np.int32))
+  grid = jnp.asarray(growth.reshape(sig.grid))
+  return jnp.maximum(lengths.reshape((-1,) + (1,) * grid.ndim) + grid[None], 1)
+
+
+def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array
+                       ) -> tuple[iv.Interval, jax.Array]:
+  """Boxes of the pooled features over S(x), and the features of x itself.
+
+  Returns:
+    (box, clean): Interval (B, H_in) and array (B, H_in), H_in = hidden · (2 if bidirectional).
+  """
+  sig = sig.signature
+  plan = jax.tree.map(jnp.asarray, plan)  # host (numpy) plans may be closed over under a trace
+  plans = [plan] + ([reverse_plan(plan, sig)] if model.bidirectional else [])
+  rank = len(sig.budgets)
+  boxes, cleans = [], []
+  for cell, p in zip(model.cells, plans):
+    z = model.projection(model.embed(p.token_ids))
+    (h, _), valid, sums = memoizing_scan(
+        cell, sig, cell.input_gates(z), replacement_gates(model, cell, p, sig, eps),
+        [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean")
+    if model.pooling == "mean":
+      h = iv.scale(sums, 1.0 / _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
+    boxes.append(_join_slots(h, valid))
+    cleans.append(_origin(h.lo, rank))
+  box = iv.Interval(jnp.concatenate([b.lo for b in boxes], -1),
+                    jnp.concatenate([b.hi for b in boxes], -1))
+  return box, jnp.concatenate(cleans, -1)

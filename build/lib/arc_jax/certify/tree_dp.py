@@ -1,0 +1,359 @@
+"""The ARC memoizing DP for Tree-LSTMs (paper appendix "Handling Tree-LSTMs") and its certify_fn.
+
+For a tree t and a tree space S (:mod:`arc_jax.perturbation.trees`), H[v, c] over-approximates
+the Tree-LSTM states (h, c) of every tree that the subtree t_v becomes under *exactly* c_k
+rewrites of each kind k (tight semantics), and is ⊥ when there is none. With e_k the unit vector
+of axis k and d(u) the size of u's subtree when all its leaves are deletable stop words (else ∞):
+
+leaves ``u`` with word w and input box x:
+    H[u, 0]     = leaf(x_w)
+    H[u, e_Sub] = leaf(α(f_Sub(w)))              if w has synonyms
+    H[u, e_Dup] = cell(leaf(x_w), leaf(x_w))
+    H[u, c]     = ⊥ otherwise
+internal nodes ``v`` with children ``l`` and ``r``:
+    H[v, c] = ⊔_{c' + c'' = c} cell(H[l, c'], H[r, c''])       (merge)
+              ⊔ H[r, c − d(l)·e_Del]     if d(l) ≤ c_Del         (l deleted: r takes v's place)
+              ⊔ H[l, c − d(r)·e_Del]     if d(r) ≤ c_Del         (r deleted)
+
+where α is the box of the synonyms' projections (pre-ReLU, shrunk towards the original word by ε),
+then the ReLU. Every node's logits are bounded by the join over c of its slots; the root's are the
+certificate.
+
+Soundness (induction over the tree, the rules being the paper's set-level equations): a tree of
+S_c(t_v) either keeps both children's subtrees (non-empty) with c split between them, and the
+cell is sound for boxes, or deletes one child's whole subtree (d of its stop-word leaves) and is
+the other child's tree under the remaining budget. Leaves are covered by their three rewrites.
+
+Tighter than the original (REFERENCE.md §6, §11 item 11): slots are tight with ⊥ masks (not the
+plain leaf in every slot); the merge joins *after* the cell, over whole states, where the original
+joins the pre-activations of all splits and applies the nonlinearity once (``join="before_cell"``
+builds that variant, for comparison: :data:`JOINS`); logits and margins are bounded per slot and
+then joined (the original joins the slots first).
+
+Layout: the decomposition grid (δ_1+1, …, δ_m+1) is flattened to C slots (row-major, the order of
+``np.ndindex``). The splits (c', c'') with c' + c'' ≤ δ are P static index pairs (numpy), so a
+node's merge is one batched cell call on P slot pairs: each child's share of the gate
+pre-activations is computed once per slot (C affine maps, :class:`TreeLSTMCell`) and the pairs
+only add them. The join over the splits of each target slot is a static gather (C, P_max) and a
+masked min/max. Leaves are computed for the whole batch at once; internal nodes by
+:func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step; its gradient recomputes each step
+from the filled buffer, so under ``jax.grad`` no step's (W, P, 5H) boxes are stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from arc_jax import interval as iv
+from arc_jax.nn.cells import Dense
+from arc_jax.nn.tree_models import TreeLSTMClassifier, bottom_up, flat_children
+from arc_jax.perturbation.trees import DEL, DUP, SUB, TreeBatch, TreeSignature, TreeSpace
+
+
+JOINS = ("after_cell", "before_cell")
+"""Where a node's merge joins the splits c' + c'' = c of a slot. ``"after_cell"``: the cell runs on
+every split and the resulting states are joined (ours). ``"before_cell"``: the gate
+pre-activations ``[i|o|u]`` and the forget terms ``σ(f_l)⊙c_l + σ(f_r)⊙c_r`` of the splits are
+joined, and c = σ(i)⊙tanh(u) + forget and h = σ(o)⊙tanh(c) are computed once on the joins (the
+original's, REFERENCE.md §6). Both are sound: each split's state lies in the finish of the joins,
+since interval operations are monotone under inclusion. For the same reason ``"after_cell"`` is
+contained in ``"before_cell"`` at every node: never looser, usually tighter."""
+
+
+class _Tables(NamedTuple):
+  """Static index arrays of a signature's decomposition (flat slots, row-major)."""
+
+  decomposition: np.ndarray  # (C, m): the budget vector c of each slot
+  pair_left: np.ndarray  # (P,) slot c' of each split
+  pair_right: np.ndarray  # (P,) slot c'' of each split
+  join_index: np.ndarray  # (C, P_max) splits of each target slot c = c' + c''
+  join_mask: np.ndarray  # (C, P_max) which entries are real
+  del_source: np.ndarray  # (δ_Del + 1, C): slot c − d·e_Del (0 where c_Del < d)
+  del_ok: np.ndarray  # (δ_Del + 1, C): c_Del ≥ d ≥ 1
+  unit: dict  # kind → slot of e_kind, for the kinds the space uses
+
+
+@functools.lru_cache(maxsize=None)
+def _tables(sig: TreeSignature) -> _Tables:
+  grid = sig.grid
+  dec = np.array(list(np.ndindex(*grid)), np.int64).reshape(int(np.prod(grid)), len(grid))
+  strides = np.array([int(np.prod(grid[k + 1:])) for k in range(len(grid))], np.int64)
+  slots = len(dec)
+  left, right, target = [], [], []
+  for a in range(slots):
+    for b in range(slots):
+      total = dec[a] + dec[b]
+      if np.all(total < np.asarray(grid)):
+        left.append(a)
+        right.append(b)
+        target.append(int(total @ strides))
+  splits = [[p for p, t in enumerate(target) if t == c] for c in range(slots)]
+  width = max(len(s) for s in splits)
+  join_index = np.zeros((slots, width), np.int32)
+  join_mask = np.zeros((slots, width), bool)
+  for c, s in enumerate(splits):
+    join_index[c, :len(s)] = s
+    join_mask[c, :len(s)] = True
+  k_del = sig.axis(DEL)
+  delta = 0 if k_del is None else sig.budgets[k_del]
+  del_source = np.zeros((delta + 1, slots), np.int32)
+  del_ok = np.zeros((delta + 1, slots), bool)
+  for d in range(1, delta + 1):
+    ok = dec[:, k_del] >= d
+    del_source[d] = np.where(ok, np.arange(slots) - d * strides[k_del], 0)
+    del_ok[d] = ok
+  unit = {kind: int(strides[sig.axis(kind)]) for kind in (DUP, SUB) if sig.axis(kind) is not None}
+  return _Tables(dec.astype(np.int32), np.asarray(left, np.int32), np.asarray(right, np.int32),
+                 join_index, join_mask, del_source, del_ok, unit)
+
+
+def _join_over(box: iv.Interval, ok: jax.Array, axis: int) -> iv.Interval:
+  """Join along ``axis`` of the boxes whose ``ok`` is set; 0 (a finite ⊥ placeholder) if none.
+
+  Soundness: every selected box lies between the coordinatewise min of the lower ends and max of
+  the upper ends. ``ok`` has the shape of ``box`` without its last (feature) axis.
+  """
+  m = ok[..., None]
+  any_ok = jnp.any(m, axis=axis)
+  lo = jnp.where(any_ok, jnp.min(jnp.where(m, box.lo, jnp.inf), axis=axis), 0.0)
+  hi = jnp.where(any_ok, jnp.max(jnp.where(m, box.hi, -jnp.inf), axis=axis), 0.0)
+  return iv.Interval(lo, hi)
+
+
+def _leaf_slots(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch, eps: jax.Array,
+                in_scale: jax.Array | None):
+  """Leaf rules for every node of the batch: (h, c) Intervals (B, N, C, H), valid (B, N, C)."""
+  tables = _tables(sig)
+  rows, n_pad = batch.shape
+  pre = model.input_pre_activation(batch.token_ids, in_scale)  # (B, N, H)
+  h0, c0 = model.cell.leaf(jax.nn.relu(pre))
+  is_leaf = (jnp.asarray(batch.left) < 0) & (
+      jnp.arange(n_pad)[None, :] < jnp.asarray(batch.num_nodes)[:, None])
+  zeros = iv.point(jnp.zeros_like(h0))
+  slots = [(zeros, zeros, jnp.zeros_like(is_leaf))] * len(tables.decomposition)  # ⊥
+  slots[0] = (iv.point(h0), iv.point(c0), is_leaf)  # the word itself: exact
+  if SUB in tables.unit:
+    # Every synonym's projection lies in the hull (ε = 1), and the leaf step is sound for boxes.
+    candidates = model.input_pre_activation(batch.substitutes, in_scale)  # (B, N, R, H)
+    mask = jnp.asarray(batch.substitute_mask)
+    box = iv.shrink_towards(iv.hull(candidates, mask, axis=2, empty=pre), pre, eps)
+    h, c = model.cell.leaf(iv.monotone(jax.nn.relu, box))
+    slots[tables.unit[SUB]] = (h, c, is_leaf & jnp.any(mask, axis=2))
+  if DUP in tables.unit:
+    # The one tree of a duplicated leaf, (w, w): its state exactly.
+    h, c = model.cell((h0, c0), (h0, c0))
+    slots[tables.unit[DUP]] = (iv.point(h), iv.point(c), is_leaf)
+  stack = lambda parts: jax.tree.map(lambda *a: jnp.stack(a, axis=2), *parts)
+  return stack([s[0] for s in slots]), stack([s[1] for s in slots]), stack([s[2] for s in slots])
+
+
+def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Array,
+                children: tuple[jax.Array, jax.Array], join: str) -> Callable:
+  """The internal-node rules as a :func:`bottom_up` combine function on (h, c, valid) rows,
+  with the Tree-LSTM cell's state (``nnx.split(model.cell)``) as its params."""
+  tables = _tables(sig)
+  a, b = tables.pair_left, tables.pair_right
+
+  def combine(cell_state, left, right, nodes):
+    cell = nnx.merge(cell_graph, cell_state)
+    (h_l, c_l, ok_l), (h_r, c_r, ok_r) = left, right  # (W, C, H) Intervals, (W, C)
+    # Merge: the cell on every split (c', c'') of both children's slots (sound for boxes), then
+    # the join over the splits of each target c = c' + c''; ⊥ splits are masked out.
+    pre = iv.add(cell.child_pre_activations(h_l, 0)[:, a],
+                 cell.child_pre_activations(h_r, 1)[:, b])  # (W, P, 5H)
+    ok_p = ok_l[:, a] & ok_r[:, b]  # (W, P)
+    ok = ok_p[:, tables.join_index] & tables.join_mask  # (W, C, P_max)
+    splits = lambda box: _join_over(box[:, tables.join_index], ok, axis=2)
+    if join == "after_cell":
+      h, c = (splits(box) for box in cell.merge(pre, c_l[:, a], c_r[:, b]))
+    else:  # "before_cell", the original's: join [i|o|u] and the forget term, then finish once
+      gates = cell.biased(pre)
+      forgotten = cell.forgotten(gates, c_l[:, a], c_r[:, b])
+      h, c = cell.finish(splits(gates[..., :3 * cell.hidden]), splits(forgotten))
+    valid = jnp.any(ok, axis=2)
+    if len(tables.del_source) > 1:
+      # Deletion: when one child's subtree goes (d ≤ c_Del stop words), the tree is one of the
+      # sibling's trees under c − d·e_Del, so that slot of the sibling is joined in as it is.
+      delta = len(tables.del_source) - 1
+      for sibling, gone in (((h_r, c_r, ok_r), children[0][nodes]),
+                            ((h_l, c_l, ok_l), children[1][nodes])):
+        d = deletable[gone]
+        d = jnp.where(d <= delta, d, 0)  # (W,): too big to delete within δ_Del: no rule
+        src = jnp.asarray(tables.del_source)[d]  # (W, C)
+        take = lambda x: jnp.take_along_axis(x, src[..., None], axis=1)
+        lifted_ok = jnp.asarray(tables.del_ok)[d] & jnp.take_along_axis(sibling[2], src, axis=1)
+        lifted_h, lifted_c = (jax.tree.map(take, box) for box in sibling[:2])
+        h, _ = iv.masked_join(h, valid, lifted_h, lifted_ok)
+        c, valid = iv.masked_join(c, valid, lifted_c, lifted_ok)
+    return h, c, valid
+
+  return combine
+
+
+def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch,
+                          eps: jax.Array, in_scale: jax.Array | None = None,
+                          join: str = "after_cell") -> tuple[iv.Interval, jax.Array]:
+  """The DP: boxes of h for every node and slot, (B, N, C, H), and their validity (B, N, C).
+
+  Slot 0 of every real node is the point state of the unperturbed subtree. ``join`` (one of
+  :data:`JOINS`) is where the merge joins the splits of a slot.
+  """
+  chex.assert_rank(batch.token_ids, 2)
+  rows, n_pad = batch.shape
+  h, c, valid = _leaf_slots(model, sig, batch, eps, in_scale)
+  flat = lambda x: jnp.concatenate([x.reshape((rows * n_pad,) + x.shape[2:]),
+                                    jnp.zeros((1,) + x.shape[2:], x.dtype)])
+  buffer = jax.tree.map(flat, (h, c, valid))
+  deletable = flat(jnp.asarray(batch.deletable))
+  cell_graph, cell_state = nnx.split(model.cell)
+  combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch), join)
+  h, _, valid = bottom_up(buffer, batch, combine, cell_state)
+  unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
+  return jax.tree.map(unflat, h), unflat(valid)
+
+
+def _margin_lower_bounds(out: Dense, box: iv.Interval) -> jax.Array:
+  """Lower bounds of z_y − z_j for every pair of classes over the box (..., D): (..., K, K).
+
+  Soundness: z_y − z_j = (W_y − W_j)·a + (b_y − b_j) is affine in a, so with a = m + e, |e| ≤ r
+  (centre m, radius r) it is at least (W_y − W_j)·m + (b_y − b_j) − |W_y − W_j|·r. Bounding the
+  difference directly is tighter than subtracting the bounds of z_y and z_j. Computed for all
+  (y, j) at once from the centre's logits and one (D, K·K) matmul, instead of materialising a
+  kernel per example and label.
+  """
+  kernel, bias = out.kernel[...], out.bias[...]
+  z = box.centre @ kernel + bias
+  spread = jnp.einsum("...d,dyj->...yj", box.radius,
+                      jnp.abs(kernel[:, :, None] - kernel[:, None, :]))
+  return z[..., :, None] - z[..., None, :] - spread
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TreeCertificate:
+  """What certification proves about a batch of trees, for every node's subtree.
+
+  Attributes:
+    logits: Interval (B, N, K) containing the logits of node n for every tree its subtree becomes
+      under the space (the root's: every tree of S(t)).
+    clean_logits: (B, N, K) logits of the unperturbed trees.
+    margins: (B, N, K) lower bounds of z_y − z_j over the same trees, y the node's label (0 at
+      j = y, and everywhere at unlabelled and padding nodes).
+    certified: (B,) bool, every root margin with j ≠ y is positive (False for padding rows).
+    root: (B,) int32 index of each root node.
+  """
+
+  logits: iv.Interval
+  clean_logits: jax.Array
+  margins: jax.Array
+  certified: jax.Array
+  root: jax.Array
+
+  def at_root(self, x: jax.Array) -> jax.Array:
+    """Row ``root[b]`` of node-indexed ``x`` (B, N, ...) for every b: (B, ...)."""
+    return x[jnp.arange(x.shape[0]), self.root]
+
+  @property
+  def root_logits(self) -> iv.Interval:
+    return iv.Interval(self.at_root(self.logits.lo), self.at_root(self.logits.hi))
+
+  @property
+  def worst_case_logits(self) -> jax.Array:
+    """Logits −margins (B, N, K): cross-entropy on them bounds the loss of every perturbed tree."""
+    return -self.margins
+
+
+def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignature,
+                       batch: TreeBatch, labels: jax.Array, eps: jax.Array | float = 1.0,
+                       dropout_key: jax.Array | None = None, budgets: jax.Array | None = None,
+                       join: str = "after_cell") -> TreeCertificate:
+  """Certifies a batch of trees (see :class:`TreeCertificate`); differentiable in the model.
+
+  Args:
+    model: the classifier.
+    space: the tree space the batch was built for (or its signature).
+    batch: the trees, lowered by :class:`~arc_jax.perturbation.trees.TreeBatchBuilder` with the
+      same space.
+    labels: int (B, N) label of every node, -1 for none (``batch.labels``).
+    eps: Sub hull scale in [0, 1] (1 = the full space; smaller is the training curriculum).
+    dropout_key: applies the model's dropout (training); None for certification.
+    budgets: int (m,), certify the space with these budgets instead (a traced array: one
+      compilation serves every budget vector, e.g. a δ sweep). Slots are tight, so the smaller
+      space's trees are exactly those of the slots c ≤ budgets. Budgets above the signature's
+      give infinite bounds and no certificate (the DP did not compute those slots).
+    join: ``"after_cell"`` (default: the cell on every split, then the join of the states) or
+      ``"before_cell"`` (the original's: the join of every split's gate pre-activations and
+      forget terms, then the rest of the cell once), see :data:`JOINS`.
+  """
+  chex.assert_shape(labels, batch.shape)
+  if join not in JOINS:
+    raise ValueError(f"Unknown join {join!r}; choose one of {JOINS}.")
+  sig = space.signature
+  if not isinstance(sig, TreeSignature):
+    raise TypeError(f"Trees are certified under a tree space; got {space}: use "
+                    "arc_jax.perturbation.trees.tree_space(space).")
+  if batch.signature != sig:
+    raise ValueError(f"The batch was lowered for {batch.signature}, not for {sig}: build it with "
+                     "TreeBatchBuilder(vocab, space) for the space it is certified under.")
+  rows, n_pad = batch.shape
+  in_scale, out_scale = model.dropout_scales(dropout_key, batch.shape)
+  h, valid = certified_node_states(model, sig, batch, jnp.asarray(eps, jnp.float32), in_scale,
+                                   join)
+  beyond = jnp.asarray(False)
+  if budgets is not None:
+    budgets = jnp.asarray(budgets)
+    chex.assert_shape(budgets, (len(sig.budgets),))
+    valid = valid & jnp.all(_tables(sig).decomposition <= budgets, axis=1)
+    beyond = jnp.any(budgets > np.asarray(sig.budgets, np.int32))
+  features = model.dropped(h, out_scale)  # (B, N, C, H)
+  per_slot = model.out(features)
+  logits = _join_over(per_slot, valid, axis=2)
+  logits = iv.Interval(jnp.where(beyond, -jnp.inf, logits.lo),
+                       jnp.where(beyond, jnp.inf, logits.hi))
+  labelled = labels >= 0
+  y = jnp.where(labelled, labels, 0)
+  pairs = _margin_lower_bounds(model.out, features)  # (B, N, C, K, K)
+  per_slot = jnp.take_along_axis(pairs, y[:, :, None, None, None], axis=3)[:, :, :, 0]
+  margins = jnp.min(jnp.where(valid[..., None], per_slot, jnp.inf), axis=2)
+  margins = jnp.where(beyond, -jnp.inf, margins)
+  others = jnp.arange(model.num_classes) != y[..., None]
+  margins = jnp.where(labelled[..., None] & others & jnp.any(valid, axis=2)[..., None],
+                      margins, 0.0)
+  root = jnp.maximum(jnp.asarray(batch.num_nodes) - 1, 0)
+  at_root = lambda x: x[jnp.arange(rows), root]
+  certified = (jnp.all(jnp.where(at_root(others), at_root(margins) > 0, True), axis=1)
+               & at_root(labelled) & (jnp.asarray(batch.num_nodes) > 0))
+  clean = model.out(features.lo[:, :, 0])
+  return TreeCertificate(logits, clean, margins, certified, root)
+
+
+def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
+                   budgets=None, *, join="after_cell"):
+  states = state if isinstance(state, tuple) else (state,)
+  return certify_tree_model(nnx.merge(graphdef, *states), signature, batch, labels, eps,
+                            dropout_key, budgets, join)
+
+
+certify_tree_jit = jax.jit(_certify_state, static_argnums=(0, 1), static_argnames="join")
+"""``certify_tree_jit(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
+budgets=None, *, join="after_cell")``: jitted, cached by (graphdef, tree signature, join, array
+shapes)."""
+
+
+def make_tree_certify_fn(graphdef: nnx.GraphDef, space: TreeSpace | TreeSignature,
+                         join: str = "after_cell") -> Callable[..., TreeCertificate]:
+  """A pure ``certify_tree_fn(state, batch, labels, eps=1.0, dropout_key=None, budgets=None)``.
+
+  As :func:`~arc_jax.certify.make_certify_fn`: ``graphdef, state = nnx.split(model)`` (or pass
+  ``state=(params, rest)`` from ``nnx.split(model, nnx.Param, ...)`` to differentiate with respect
+  to the parameters); the function can be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
+  """
+  return functools.partial(_certify_state, graphdef, space.signature, join=join)

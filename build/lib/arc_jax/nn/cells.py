@@ -1,0 +1,107 @@
+"""Flax NNX layers that accept plain arrays or :class:`~arc_jax.interval.Interval` inputs.
+
+Every layer routes its arithmetic through :mod:`arc_jax.interval`, whose functions take either
+kind of value, so the concrete model and its abstract (interval) semantics share one code path
+and one set of parameters, and a point interval reproduces the concrete output exactly.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from arc_jax import interval as iv
+
+Value = iv.Value
+
+
+def torch_uniform_init(fan_in: int):
+  """PyTorch's default ``nn.Linear`` init, U(±1/√fan_in), as in the original models."""
+  bound = 1.0 / jnp.sqrt(fan_in)
+
+  def init(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+  return init
+
+
+class Dense(nnx.Module):
+  """``y = x @ kernel + bias`` on arrays or intervals (sound by :func:`interval.linear`)."""
+
+  def __init__(self, in_features: int, out_features: int, *, rngs: nnx.Rngs,
+               param_dtype=jnp.float32):
+    init = torch_uniform_init(in_features)
+    self.kernel = nnx.Param(init(rngs.params(), (in_features, out_features), param_dtype))
+    self.bias = nnx.Param(init(rngs.params(), (out_features,), param_dtype))
+
+  def __call__(self, x: Value) -> Value:
+    return iv.linear(x, self.kernel[...], self.bias[...])
+
+
+class Projection(nnx.Module):
+  """The original's input projection: Linear 300→100, then ReLU.
+
+  ``pre_activation`` is exposed because substitution hulls are taken after the linear map and
+  before the ReLU (tighter than hulling raw embeddings; REFERENCE.md §5.2).
+  """
+
+  def __init__(self, in_features: int, out_features: int, *, rngs: nnx.Rngs,
+               param_dtype=jnp.float32):
+    self.linear = Dense(in_features, out_features, rngs=rngs, param_dtype=param_dtype)
+
+  def pre_activation(self, x: Value) -> Value:
+    return self.linear(x)
+
+  def __call__(self, x: Value) -> Value:
+    return iv.monotone(jax.nn.relu, self.linear(x))
+
+
+def _split_gates(pre: Value, hidden: int) -> list[Value]:
+  return [pre[..., g * hidden:(g + 1) * hidden] for g in range(4)]
+
+
+class LSTMCell(nnx.Module):
+  """LSTM cell with the original's gate layout ``[i | f | o | g]`` and two biases.
+
+  i, f, o = σ(·), g = tanh(·) of ``W_ih x + b_ih + W_hh h + b_hh``; c' = f·c + i·g; h' = o·tanh(c').
+  Each step is sound for intervals because it composes sound rules: affine maps, monotone
+  activations, interval products and sums.
+
+  The step is split into :meth:`input_gates` (depends on the input only, so the DP computes it
+  for every position and replacement in one batched matmul outside its scan) and :meth:`step`.
+  """
+
+  def __init__(self, in_features: int, hidden: int, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
+    self.hidden = hidden
+    self.i2h = Dense(in_features, 4 * hidden, rngs=rngs, param_dtype=param_dtype)
+    self.h2h = Dense(hidden, 4 * hidden, rngs=rngs, param_dtype=param_dtype)
+
+  def input_gates(self, x: Value) -> Value:
+    """``W_ih x + b_ih``: (..., in_features) → (..., 4·hidden)."""
+    return self.i2h(x)
+
+  def step(self, carry: tuple[Value, Value], gates_in: Value) -> tuple[Value, Value]:
+    """One step from ``(h, c)`` (each (..., hidden)) given the input's gate pre-activations."""
+    h, c = carry
+    pre = iv.add(gates_in, self.h2h(h))
+    i, f, o, g = _split_gates(pre, self.hidden)
+    i, f, o = (iv.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
+    g = iv.monotone(jnp.tanh, g)
+    c_new = iv.add(iv.mul(f, c), iv.mul(i, g))
+    h_new = iv.mul(o, iv.monotone(jnp.tanh, c_new))
+    return h_new, c_new
+
+  def __call__(self, carry, x):
+    return self.step(carry, self.input_gates(x))
+
+
+def dropout(x: Value, rate: float, key: jax.Array | None) -> Value:
+  """Inverted dropout with one mask for both ends of an interval (sound: a nonnegative scale).
+
+  ``key=None`` (evaluation, certification) is the identity.
+  """
+  if key is None or rate == 0.0:
+    return x
+  keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+  return iv.scale(x, keep.astype(x.dtype) / (1.0 - rate))

@@ -1,0 +1,135 @@
+"""LSTM and Bi-LSTM text classifiers with the original ARC sizes (REFERENCE.md §3.1, §9).
+
+frozen embeddings (V, 300) → Linear 300→100 → ReLU → LSTM(100) (Bi-LSTM: 2×100) → pooled state
+→ Dropout → Linear→100 → ReLU → Dropout → Linear→K.
+
+The concrete forward pass lives here; the certified (interval) forward pass is the DP in
+:mod:`arc_jax.certify.lstm_dp`, which uses the same layers.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from arc_jax import interval as iv
+from arc_jax.nn.cells import Dense, LSTMCell, Projection, dropout
+from arc_jax.padding import reverse_padded
+
+POOLINGS = ("final", "mean")
+
+
+class FrozenEmbedding(nnx.Variable):
+  """Pretrained word vectors: model state, but not an ``nnx.Param``, so optimisers skip them."""
+
+
+class LSTMClassifier(nnx.Module):
+  """(Bi-)LSTM classifier.
+
+  Args:
+    embeddings: (V, E) word vectors; row 0 is padding.
+    hidden: LSTM state size (100 in the paper).
+    projection: size of the input projection (100).
+    head_hidden: size of the hidden layer of the head (100).
+    num_classes: K.
+    bidirectional: run a second LSTM on the reversed sentence and concatenate.
+    pooling: ``"final"`` (last state) or ``"mean"`` (mean of the states over positions).
+    dropout_rate: dropout before each head layer (0.2 in the paper's runs).
+    rngs: parameter initialisation.
+    param_dtype: dtype of the parameters and embeddings (float64 in soundness tests).
+  """
+
+  def __init__(self, embeddings: np.ndarray, *, hidden: int = 100, projection: int = 100,
+               head_hidden: int = 100, num_classes: int = 2, bidirectional: bool = False,
+               pooling: str = "final", dropout_rate: float = 0.2, rngs: nnx.Rngs,
+               param_dtype=jnp.float32):
+    if pooling not in POOLINGS:
+      raise ValueError(f"Unknown pooling {pooling!r}; choose one of {POOLINGS}.")
+    kw = dict(rngs=rngs, param_dtype=param_dtype)
+    self.embeddings = FrozenEmbedding(jnp.asarray(embeddings, param_dtype))
+    self.projection = Projection(embeddings.shape[1], projection, **kw)
+    self.forward_cell = LSTMCell(projection, hidden, **kw)
+    self.backward_cell = LSTMCell(projection, hidden, **kw) if bidirectional else None
+    self.head_hidden = Dense(hidden * (2 if bidirectional else 1), head_hidden, **kw)
+    self.head_out = Dense(head_hidden, num_classes, **kw)
+    self.hidden = hidden
+    self.num_classes = num_classes
+    self.bidirectional = bidirectional
+    self.pooling = pooling
+    self.dropout_rate = dropout_rate
+
+  @property
+  def cells(self) -> tuple[LSTMCell, ...]:
+    return (self.forward_cell,) + ((self.backward_cell,) if self.bidirectional else ())
+
+  def embed(self, token_ids: jax.Array) -> jax.Array:
+    return self.embeddings[...][token_ids]
+
+  def head_activations(self, features: iv.Value, dropout_key: jax.Array | None = None
+                       ) -> iv.Value:
+    """Pooled features (..., H_in) → the input of the last layer (..., head_hidden).
+
+    The dropout masks depend only on ``dropout_key`` and the shape, so a box and a point pushed
+    through with the same key see the same masks.
+    """
+    keys = (None, None) if dropout_key is None else jax.random.split(dropout_key)
+    x = dropout(features, self.dropout_rate, keys[0])
+    x = iv.monotone(jax.nn.relu, self.head_hidden(x))
+    return dropout(x, self.dropout_rate, keys[1])
+
+  def head(self, features: iv.Value, dropout_key: jax.Array | None = None) -> iv.Value:
+    """Pooled features (..., H_in) → logits (..., K); arrays or intervals."""
+    return self.head_out(self.head_activations(features, dropout_key))
+
+  def features(self, token_ids: jax.Array, lengths: jax.Array) -> jax.Array:
+    """Pooled LSTM features (B, H_in) of padded sentences ``token_ids`` (B, N)."""
+    chex.assert_rank(token_ids, 2)
+    chex.assert_type([token_ids, lengths], int)
+    return self.features_from_embeddings(self.embed(token_ids), lengths)
+
+  def features_from_embeddings(self, embedded: jax.Array, lengths: jax.Array) -> jax.Array:
+    """Pooled LSTM features (B, H_in) of embedded padded sentences (B, N, E).
+
+    The entry point for gradients with respect to the input word vectors (HotFlip); positions
+    at or beyond ``lengths`` do not influence the result.
+    """
+    chex.assert_rank(embedded, 3)
+    z = self.projection(embedded)
+    directions = [z] + ([reverse_padded(z, lengths)] if self.bidirectional else [])
+    pooled = [self._run(cell, x, lengths) for cell, x in zip(self.cells, directions)]
+    return jnp.concatenate(pooled, axis=-1)
+
+  def _run(self, cell: LSTMCell, z: jax.Array, lengths: jax.Array) -> jax.Array:
+    batch, n_pad, _ = z.shape
+    gates = jnp.swapaxes(cell.input_gates(z), 0, 1)  # (N, B, 4H)
+    real = jnp.arange(n_pad)[:, None, None] < lengths[None, :, None]
+    zeros = jnp.zeros((batch, self.hidden), z.dtype)
+
+    def body(carry, inputs):
+      state, total = carry
+      g, r = inputs
+      new = cell.step(state, g)
+      state = tuple(jnp.where(r, a, b) for a, b in zip(new, state))
+      return (state, total + jnp.where(r, state[0], 0.0)), None
+
+    ((h, _), total), _ = jax.lax.scan(body, ((zeros, zeros), zeros), (gates, real))
+    if self.pooling == "final":
+      return h
+    return total / jnp.maximum(lengths, 1)[:, None].astype(z.dtype)
+
+  def __call__(self, token_ids: jax.Array, lengths: jax.Array,
+               dropout_key: jax.Array | None = None) -> jax.Array:
+    """Logits (B, K) of padded sentences ``token_ids`` (B, N) with ``lengths`` (B,)."""
+    return self.head(self.features(token_ids, lengths), dropout_key)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def predict(graphdef: nnx.GraphDef, state: nnx.State, token_ids: jax.Array, lengths: jax.Array
+            ) -> jax.Array:
+  """Jitted evaluation-mode logits (B, K) of ``nnx.merge(graphdef, state)``."""
+  return nnx.merge(graphdef, state)(token_ids, lengths)

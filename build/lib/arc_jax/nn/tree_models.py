@@ -1,0 +1,368 @@
+"""Binary N-ary Tree-LSTM and the SST Tree-LSTM classifier (REFERENCE.md §6, Tai et al. 2015).
+
+embedding (V, 300) → Linear 300→h → ReLU (leaves) → Tree-LSTM(h) → Dropout → Linear(h, 5), with
+logits on every node (training uses every node's label, metrics the root's). The original trains
+its embeddings (lr 0.1×, no weight decay): ``trainable_embeddings=True`` makes them an
+``nnx.Param`` (the tree configs do, and the optimiser gives them that learning rate); the class
+default keeps them a ``FrozenEmbedding``, as for the LSTMs. Hidden size 150 as the original's
+script (the paper says 100). Weight matrices use Xavier-uniform init as the original's training
+script; biases PyTorch's default (the Tree-LSTM's ``b_iou`` starts at zero).
+
+A batch of trees (:class:`~arc_jax.perturbation.trees.TreeBatch`) runs as one jitted computation:
+all leaves at once, then one ``lax.scan`` over the batch's schedule, each step computing up to W
+internal nodes (of any trees) from a node-state buffer (:func:`bottom_up`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from arc_jax import interval as iv
+from arc_jax.nn.cells import Dense, Projection
+from arc_jax.nn.models import FrozenEmbedding
+from arc_jax.perturbation.trees import TreeBatch
+
+Value = iv.Value
+State = tuple[Value, Value]
+
+
+def _xavier(rngs: nnx.Rngs, shape: tuple[int, int], dtype) -> jax.Array:
+  return nnx.initializers.xavier_uniform()(rngs.params(), shape, dtype)
+
+
+def gate_product(gate: Value, x: Value) -> Value:
+  """``gate * x`` for a nonnegative ``gate`` (a sigmoid output), as tight as :func:`interval.mul`.
+
+  Soundness: for fixed g ≥ 0, g·x is nondecreasing in x, so over the box its minimum is
+  g·x.lo and its maximum g·x.hi; both are linear in g, with extremes at g.lo or g.hi. Half the
+  products and comparisons of the general four-corner rule.
+  """
+  if not iv.is_interval(gate) and not iv.is_interval(x):
+    return gate * x
+  gate, x = iv.as_interval(gate), iv.as_interval(x)
+  return iv.Interval(jnp.minimum(gate.lo * x.lo, gate.hi * x.lo),
+                     jnp.maximum(gate.lo * x.hi, gate.hi * x.hi))
+
+
+class TreeLSTMCell(nnx.Module):
+  """The binary N-ary Tree-LSTM cell of the original (gate layout ``[i | o | u]``).
+
+  Leaf with input x: ``[i, o, u] = W_iou x + b_iou``, c = σ(i)⊙tanh(u), h = σ(o)⊙tanh(c).
+  Internal node with children (h_l, c_l), (h_r, c_r): ``[i, o, u] = U_iou [h_l; h_r] + b_iou``,
+  ``[f_l, f_r] = σ(U_f [h_l; h_r] + b_f)``, c = σ(i)⊙tanh(u) + f_l⊙c_l + f_r⊙c_r,
+  h = σ(o)⊙tanh(c).
+
+  Every step takes arrays or :class:`~arc_jax.interval.Interval` and is sound for intervals: it
+  composes affine maps, monotone activations, products with a sigmoid gate (:func:`gate_product`)
+  and sums. The internal step is
+  split into :meth:`child_pre_activations` (one child's share of the gate pre-activations) and
+  :meth:`merge`, because an affine map of a concatenation is the sum of the maps of its blocks —
+  for boxes too: the centre/radius form is blockwise, ``[c_l; c_r] U = c_l U_l + c_r U_r`` and
+  ``[r_l; r_r] |U| = r_l |U_l| + r_r |U_r|``, so the sum of the two blocks' boxes *is* the box of
+  the concatenation, not a looser one. The certification DP computes each child state's share
+  once and combines every pair of budget splits by an addition.
+  """
+
+  def __init__(self, in_features: int, hidden: int, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
+    self.hidden = hidden
+    self.w_iou = nnx.Param(_xavier(rngs, (in_features, 3 * hidden), param_dtype))
+    self.u_iou = nnx.Param(_xavier(rngs, (2 * hidden, 3 * hidden), param_dtype))
+    self.b_iou = nnx.Param(jnp.zeros((3 * hidden,), param_dtype))
+    self.u_f = Dense(2 * hidden, 2 * hidden, rngs=rngs, param_dtype=param_dtype)
+    self.u_f.kernel[...] = _xavier(rngs, (2 * hidden, 2 * hidden), param_dtype)
+
+  def leaf(self, x: Value) -> State:
+    """(h, c) of a leaf with input x (..., in_features); each (..., hidden)."""
+    iou = iv.linear(x, self.w_iou[...], self.b_iou[...])
+    i, o, u = (iou[..., g * self.hidden:(g + 1) * self.hidden] for g in range(3))
+    c = gate_product(iv.monotone(jax.nn.sigmoid, i), iv.monotone(jnp.tanh, u))
+    return gate_product(iv.monotone(jax.nn.sigmoid, o), iv.monotone(jnp.tanh, c)), c
+
+  def child_pre_activations(self, h: Value, side: int) -> Value:
+    """The share of child ``side`` (0 left, 1 right) in ``[iou | f_l f_r]``: (..., 5·hidden)."""
+    rows = slice(side * self.hidden, (side + 1) * self.hidden)
+    kernel = jnp.concatenate([self.u_iou[...][rows], self.u_f.kernel[...][rows]], axis=1)
+    return iv.linear(h, kernel)
+
+  def biased(self, pre: Value) -> Value:
+    """The summed children's shares ``pre`` (..., 5·hidden) plus the biases: ``[i|o|u|f_l|f_r]``."""
+    return iv.add(pre, jnp.concatenate([self.b_iou[...], self.u_f.bias[...]]))
+
+  def forgotten(self, gates: Value, c_left: Value, c_right: Value) -> Value:
+    """``σ(f_l)⊙c_l + σ(f_r)⊙c_r`` from the :meth:`biased` pre-activations (..., 5·hidden)."""
+    hd = self.hidden
+    sig = lambda g: iv.monotone(jax.nn.sigmoid, gates[..., g * hd:(g + 1) * hd])
+    return iv.add(gate_product(sig(3), c_left), gate_product(sig(4), c_right))
+
+  def finish(self, gates: Value, forgotten: Value) -> State:
+    """(h, c) from the :meth:`biased` ``[i|o|u…]`` pre-activations (..., ≥ 3·hidden) and the
+    :meth:`forgotten` term: c = σ(i)⊙tanh(u) + forgotten, h = σ(o)⊙tanh(c)."""
+    hd = self.hidden
+    i, o, u = (gates[..., g * hd:(g + 1) * hd] for g in range(3))
+    sig = lambda v: iv.monotone(jax.nn.sigmoid, v)
+    c = iv.add(gate_product(sig(i), iv.monotone(jnp.tanh, u)), forgotten)
+    return gate_product(sig(o), iv.monotone(jnp.tanh, c)), c
+
+  def merge(self, pre: Value, c_left: Value, c_right: Value) -> State:
+    """(h, c) of an internal node from the summed children's shares ``pre`` (..., 5·hidden)."""
+    gates = self.biased(pre)
+    return self.finish(gates, self.forgotten(gates, c_left, c_right))
+
+  def __call__(self, left: State, right: State) -> State:
+    """(h, c) of an internal node with children states ``left`` and ``right``."""
+    pre = iv.add(self.child_pre_activations(left[0], 0), self.child_pre_activations(right[0], 1))
+    return self.merge(pre, left[1], right[1])
+
+
+def flat_children(batch: TreeBatch) -> tuple[jax.Array, jax.Array]:
+  """Flat ids (B·N + 1,) of every node's children; leaves, padding and the no-op row get B·N."""
+  rows, n_pad = batch.shape
+  base = jnp.arange(rows, dtype=jnp.int32)[:, None] * n_pad
+  noop = jnp.full((1,), rows * n_pad, jnp.int32)
+  flat = lambda c: jnp.concatenate([jnp.where(c >= 0, base + c, rows * n_pad).reshape(-1), noop])
+  return flat(jnp.asarray(batch.left)), flat(jnp.asarray(batch.right))
+
+
+def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=()):
+  """Fills the internal-node rows of a node buffer, one scheduled step at a time.
+
+  Args:
+    buffer: pytree of arrays (B·N + 1, ...), row ``b·N + n`` for node n of tree b (leaf rows
+      filled in), the last row a no-op row that padded schedule entries read.
+    batch: the trees and their schedule (S, W).
+    combine: ``combine(params, left_rows, right_rows, nodes)`` → the rows of ``nodes`` (W,),
+      given the buffer rows of their children (pytrees of (W, ...) arrays). It is differentiated
+      with respect to ``params`` only: what it closes over is a constant.
+    params: pytree of arrays (e.g. a module's ``nnx.State``) passed to every ``combine``.
+
+  Returns:
+    The buffer after all S steps (a ``lax.scan``): every internal node's row is computed after
+    both children's rows, by the schedule's invariant. Padded entries' rows are dropped, so the
+    no-op row comes back unchanged. A step computes its entries up to its last real one only
+    (:func:`_on_prefix`), and steps holding only padding are skipped, so a coarse bucket for S
+    costs no computation.
+
+  Differentiable in ``buffer`` and ``params`` by a custom VJP (:func:`_fill_bwd`) that costs
+  O(W) rows per step, instead of autodiff's full-buffer cotangents per step.
+  """
+  left, right = flat_children(batch)
+  return _fill(combine, params, buffer, left, right, jnp.asarray(batch.schedule))
+
+
+def _take(tree, idx):
+  """Rows ``idx`` of every array of ``tree``; out-of-range rows read as 0."""
+  return jax.tree.map(lambda a: a.at[idx].get(mode="fill", fill_value=0), tree)
+
+
+def _real(nodes, noop, idx):
+  """``idx`` at real schedule entries, an out-of-range row (dropped or read as 0) at padding."""
+  return jnp.where(nodes != noop, idx, noop + 1)
+
+
+def _on_prefix(fn, nodes, noop, skip, *args):
+  """``fn(w, *args)`` for the narrowest w of W/4, W/2, W covering the step's last real entry.
+
+  ``fn(w, ...)`` computes entries ``[:w]`` of a step and returns pytrees of (W, ...) arrays whose
+  rows from w on are padding; a step without real entries returns ``skip(*args)`` instead
+  (``lax.switch``). Exact, since the entries left out are padding, whose results are dropped; and
+  cheaper, since schedules fill each step's first entries and their last steps (near the roots)
+  hold few nodes.
+  """
+  width = nodes.shape[0]
+  widths = sorted({max(width // 4, 1), max(width // 2, 1), width})
+  last = jnp.max(jnp.where(nodes != noop, jnp.arange(1, width + 1), 0))
+  branch = jnp.sum(last > jnp.asarray([0] + widths[:-1]))
+  return jax.lax.switch(branch, [skip] + [functools.partial(fn, w) for w in widths], *args)
+
+
+def _head(tree, w: int):
+  """The first ``w`` rows of every array of ``tree``."""
+  return jax.tree.map(lambda a: a[:w], tree)
+
+
+def _pad_rows(tree, width: int):
+  """Every array of ``tree`` padded with zero rows to ``width`` rows."""
+  return jax.tree.map(lambda a: jnp.pad(a, [(0, width - a.shape[0])] + [(0, 0)] * (a.ndim - 1)),
+                      tree)
+
+
+def _float_only(tree):
+  """``tree`` with None in place of its integer and bool arrays (which get no cotangent)."""
+  return jax.tree.map(lambda x: x if jnp.issubdtype(x.dtype, jnp.inexact) else None, tree)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _fill(combine, params, buffer, left, right, schedule):
+  """:func:`bottom_up` on flat child ids ``left``, ``right`` (B·N + 1,) and the schedule."""
+  noop = left.shape[0] - 1
+  width = schedule.shape[1]
+
+  def compute(w, rows_l, rows_r, nodes):
+    return _pad_rows(combine(params, _head(rows_l, w), _head(rows_r, w), nodes[:w]), width)
+
+  def step(buf, nodes):
+    rows_l, rows_r = _take(buf, left[nodes]), _take(buf, right[nodes])
+    new = _on_prefix(compute, nodes, noop, lambda l, r, n: l, rows_l, rows_r, nodes)
+    dest = _real(nodes, noop, nodes)
+    return jax.tree.map(lambda a, rows: a.at[dest].set(rows, mode="drop"), buf, new), None
+
+  return jax.lax.scan(step, buffer, schedule)[0]
+
+
+def _fill_fwd(combine, params, buffer, left, right, schedule):
+  out = _fill.fun(combine, params, buffer, left, right, schedule)
+  return out, (params, out, left, right, schedule)
+
+
+def _fill_bwd(combine, residuals, ct_out):
+  """The VJP of :func:`_fill`: a reverse scan over the schedule, one cotangent buffer.
+
+  Correct because every real node's row is written once, by its step, after its children's rows
+  and before its parent's step reads it, and leaf and no-op rows are never written: the rows a
+  step read are those of the output buffer, so the step's ``combine`` is recomputed from them
+  (``jax.vjp`` on its real entries). Going backwards, a node's row has received its parent's share
+  when its own step is reached, so its cotangent is complete there and is passed on to its
+  children's rows and the params; the rows of written nodes are zeroed at the end (their input
+  values were overwritten). Padded entries, whose rows are dropped, get and pass on no cotangent;
+  integer and bool arrays get none (None).
+  """
+  params, out, left, right, schedule = residuals
+  noop = left.shape[0] - 1
+  width = schedule.shape[1]
+
+  def back(w, ct_rows, rows_l, rows_r, nodes):
+    _, vjp = jax.vjp(lambda p, l, r: combine(p, l, r, nodes[:w]),
+                     params, _head(rows_l, w), _head(rows_r, w))
+    ct_rows = jax.tree.map(
+        lambda ct, x: np.zeros((w,) + x.shape[1:], jax.dtypes.float0) if ct is None else ct[:w],
+        ct_rows, rows_l, is_leaf=lambda x: x is None)
+    g_params, g_l, g_r = _float_only(vjp(ct_rows))
+    return g_params, _pad_rows((g_l, g_r), width)
+
+  def skip(ct_rows, rows_l, rows_r, nodes):
+    return jax.tree.map(jnp.zeros_like, _float_only((params, (rows_l, rows_r))))
+
+  def step(carry, nodes):
+    ct_buf, ct_params = carry
+    children = (left[nodes], right[nodes])
+    rows_l, rows_r = (_take(out, c) for c in children)
+    ct_rows = _take(ct_buf, _real(nodes, noop, nodes))
+    g_params, (g_l, g_r) = _on_prefix(back, nodes, noop, skip, ct_rows, rows_l, rows_r, nodes)
+    dest = _real(jnp.tile(nodes, 2), noop, jnp.concatenate(children))
+    ct_buf = jax.tree.map(lambda ct, g_l, g_r: ct.at[dest].add(
+        jnp.concatenate([g_l, g_r]), mode="drop"), ct_buf, g_l, g_r)
+    return (ct_buf, jax.tree.map(jnp.add, ct_params, g_params)), None
+
+  init = (_float_only(ct_out), jax.tree.map(jnp.zeros_like, _float_only(params)))
+  ct_buf, ct_params = jax.lax.scan(step, init, schedule, reverse=True)[0]
+  written = _real(schedule, noop, schedule).reshape(-1)
+  ct_buf = jax.tree.map(lambda ct: ct.at[written].set(0, mode="drop"), ct_buf)
+  return ct_params, ct_buf, None, None, None
+
+
+_fill.defvjp(_fill_fwd, _fill_bwd)
+
+
+def dropout_scale(key: jax.Array | None, rate: float, shape: tuple[int, ...], dtype
+                  ) -> jax.Array | None:
+  """Inverted-dropout factors (``keep / (1 − rate)``), or None (no dropout)."""
+  if key is None or rate == 0.0:
+    return None
+  return jax.random.bernoulli(key, 1.0 - rate, shape).astype(dtype) / (1.0 - rate)
+
+
+class TreeLSTMClassifier(nnx.Module):
+  """Tree-LSTM classifier with logits on every node.
+
+  Args:
+    embeddings: (V, E) word vectors; row 0 is padding.
+    hidden: Tree-LSTM state size and projection size (150 in the original's script).
+    num_classes: K (5 for SST).
+    dropout_rate: dropout on the leaf embeddings and on every node's h before the output layer
+      (0.5 in the original).
+    trainable_embeddings: make the embeddings an ``nnx.Param`` (the original) instead of a
+      ``FrozenEmbedding`` (default).
+    rngs: parameter initialisation.
+    param_dtype: dtype of the parameters and embeddings (float64 in soundness tests).
+  """
+
+  def __init__(self, embeddings: np.ndarray, *, hidden: int = 150, num_classes: int = 5,
+               dropout_rate: float = 0.5, trainable_embeddings: bool = False, rngs: nnx.Rngs,
+               param_dtype=jnp.float32):
+    kw = dict(rngs=rngs, param_dtype=param_dtype)
+    table = jnp.asarray(embeddings, param_dtype)
+    self.embeddings = nnx.Param(table) if trainable_embeddings else FrozenEmbedding(table)
+    self.projection = Projection(embeddings.shape[1], hidden, **kw)
+    self.cell = TreeLSTMCell(hidden, hidden, **kw)
+    self.out = Dense(hidden, num_classes, **kw)
+    for layer in (self.projection.linear, self.out):
+      layer.kernel[...] = _xavier(rngs, layer.kernel[...].shape, param_dtype)
+    self.hidden = hidden
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+
+  def embed(self, token_ids: jax.Array) -> jax.Array:
+    return self.embeddings[...][token_ids]
+
+  def dropout_scales(self, key: jax.Array | None, shape: tuple[int, int]
+                     ) -> tuple[jax.Array | None, jax.Array | None]:
+    """Dropout factors for the leaf embeddings (B, N, E) and the node states (B, N, H)."""
+    if key is None:
+      return None, None
+    k_in, k_out = jax.random.split(key)
+    table = self.embeddings[...]
+    return (dropout_scale(k_in, self.dropout_rate, shape + table.shape[1:], table.dtype),
+            dropout_scale(k_out, self.dropout_rate, shape + (self.hidden,), table.dtype))
+
+  def input_pre_activation(self, token_ids: jax.Array, scale: jax.Array | None) -> jax.Array:
+    """Projection pre-activations (B, N, ..., H) of words (B, N, ...), dropped out by ``scale``.
+
+    ``scale`` (B, N, E) is broadcast over the extra axes, so a leaf's candidate words see the
+    same dropout mask as its own word.
+    """
+    x = self.embed(token_ids)
+    if scale is not None:
+      x = x * scale.reshape(scale.shape[:2] + (1,) * (x.ndim - 3) + scale.shape[2:])
+    return self.projection.pre_activation(x)
+
+  def dropped(self, h: Value, scale: jax.Array | None) -> Value:
+    """Node states (B, N, ..., H) after dropout by ``scale`` (B, N, H), broadcast over the rest.
+
+    Sound for intervals: one nonnegative factor per coordinate (:func:`interval.scale`).
+    """
+    if scale is None:
+      return h
+    return iv.scale(h, scale.reshape(scale.shape[:2] + (1,) * (len(h.shape) - 3) + scale.shape[2:]))
+
+  def logits(self, h: Value, scale: jax.Array | None) -> Value:
+    """Node states (B, N, ..., H) → logits (B, N, ..., K); arrays or intervals."""
+    return self.out(self.dropped(h, scale))
+
+  def node_states(self, batch: TreeBatch, in_scale: jax.Array | None = None) -> jax.Array:
+    """h of every node (B, N, H) (zeros at padding)."""
+    chex.assert_rank(batch.token_ids, 2)
+    rows, n_pad = batch.shape
+    h, c = self.cell.leaf(jax.nn.relu(self.input_pre_activation(batch.token_ids, in_scale)))
+    noop = jnp.zeros((1, self.hidden), h.dtype)
+    buffer = tuple(jnp.concatenate([a.reshape(rows * n_pad, -1), noop]) for a in (h, c))
+    graphdef, cell_state = nnx.split(self.cell)
+    h, _ = bottom_up(buffer, batch, lambda p, l, r, _: nnx.merge(graphdef, p)(l, r), cell_state)
+    return h[:-1].reshape(rows, n_pad, self.hidden)
+
+  def __call__(self, batch: TreeBatch, dropout_key: jax.Array | None = None) -> jax.Array:
+    """Logits (B, N, K) of every node (meaningless at padding nodes)."""
+    in_scale, out_scale = self.dropout_scales(dropout_key, batch.shape)
+    return self.logits(self.node_states(batch, in_scale), out_scale)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def predict_tree(graphdef: nnx.GraphDef, state: nnx.State, batch: TreeBatch) -> jax.Array:
+  """Jitted evaluation-mode logits (B, N, K) of every node of ``nnx.merge(graphdef, state)``."""
+  return nnx.merge(graphdef, state)(batch)

@@ -1,0 +1,57 @@
+"""Data parallelism with ``jax.sharding``: one mesh axis over the devices, batches split along it.
+
+Parameters and optimiser state are replicated; every batch array (token ids, labels, weights
+and the DP plan) is sharded along its leading (batch) axis. ``jax.jit`` then runs the whole step
+on every device and inserts the gradient all-reduce itself. The same code runs on one device,
+on all local devices, and on several hosts after ``jax.distributed.initialize()`` (the mesh
+spans ``jax.devices()``, the global device list; see :func:`put`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+DATA_AXIS = "data"
+
+
+def data_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
+  """A 1-D mesh with axis ``"data"`` over ``devices`` (default: every device, all hosts)."""
+  devices = list(jax.devices() if devices is None else devices)
+  return jax.make_mesh((len(devices),), (DATA_AXIS,), axis_types=(AxisType.Auto,),
+                       devices=devices)
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, PartitionSpec())
+
+
+def batch_sharded(mesh: Mesh) -> NamedSharding:
+  """Leading axis split over the devices, other axes whole."""
+  return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
+
+
+def check_batch_size(batch_size: int, mesh: Mesh, name: str = "batch_size") -> None:
+  """Raises ValueError unless the devices split ``batch_size`` rows evenly."""
+  if batch_size % mesh.size:
+    multiple = -(-batch_size // mesh.size) * mesh.size
+    raise ValueError(f"config.{name}={batch_size} is not a multiple of the {mesh.size} devices "
+                     f"of the mesh; use a multiple of {mesh.size} (e.g. "
+                     f"--config.{name}={multiple}).")
+
+
+def put(tree: Any, sharding: NamedSharding) -> Any:
+  """Host values → global ``jax.Array`` s laid out by ``sharding``.
+
+  Every process passes the same global values (the trainer builds each batch identically on
+  every host); each materialises only the slices its own devices hold, so on several hosts each
+  host feeds its shard of the batch.
+  """
+  def one(x):
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+  return jax.tree.map(one, tree)

@@ -1,0 +1,210 @@
+"""String transformations T = (φ, f, s, t) of the ARC paper (§2.1), as plain data.
+
+A transformation matches a window of ``s`` tokens (the predicate φ) and rewrites it into a set of
+strings of exactly ``t`` tokens (the function f). The standard library follows the original ARC code
+exactly (see REFERENCE.md §2.1):
+
+=========  =====  =====================================================================
+name       s→t    meaning
+=========  =====  =====================================================================
+Del        1→0    delete a stop word
+Ins (Dup)  1→2    duplicate a token
+Sub        1→1    substitute a token by one of its synonyms
+Trans1     2→2    swap between "this is", "it is", "this 's", "it 's"
+Trans2     2→2    swap determiner/noun pairs: {the,this,a}×{movie,film}, {the,these}×{movies,films}
+Trans3     4→2    "one of the most X" / "one of the Xest" → drop "one of"
+Trans4     1→2    repeat "!" or "?"
+=========  =====  =====================================================================
+
+User transformations come from two Python callables with :func:`custom`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Callable, Collection, Mapping, Sequence
+
+Tokens = tuple[str, ...]
+MatchFn = Callable[[Tokens], bool]
+ReplaceFn = Callable[[Tokens], Collection[Tokens]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Transformation:
+  """A string transformation T = (φ, f, s, t).
+
+  Attributes:
+    name: the name used in spec strings, e.g. ``"Sub"``.
+    s: number of tokens the match predicate reads.
+    t: number of tokens of every replacement.
+    match: φ, a predicate over a window (tuple of ``s`` tokens).
+    replace: f, maps a matched window to its replacements (each a tuple of ``t`` tokens).
+      Only called on windows where ``match`` holds.
+    repeats_token: s = 1 and the only replacement of (w,) is (w, …, w) (Dup, Trans4). The DP
+      then reuses the unperturbed step for the first copy. Declared by the library only;
+      :meth:`replacements` checks it on every window it sees.
+  """
+
+  name: str
+  s: int
+  t: int
+  match: MatchFn = dataclasses.field(compare=False, repr=False)
+  replace: ReplaceFn = dataclasses.field(compare=False, repr=False)
+  repeats_token: bool = False
+
+  def __post_init__(self):
+    if self.s < 1:
+      raise ValueError(f"Transformation {self.name!r}: s must be >= 1 (got {self.s}).")
+    if self.t < 0:
+      raise ValueError(f"Transformation {self.name!r}: t must be >= 0 (got {self.t}).")
+    if self.repeats_token and (self.s != 1 or self.t < 1):
+      raise ValueError(f"Transformation {self.name!r}: repeats_token needs s = 1 and t >= 1.")
+
+  def replacements(self, window: Sequence[str]) -> tuple[Tokens, ...]:
+    """Distinct replacements of ``window`` in a fixed order; empty if φ does not hold.
+
+    Replacements equal to the window itself are kept out: applying them changes nothing, and
+    the unperturbed window is always in the space anyway.
+    """
+    window = tuple(window)
+    if len(window) != self.s or not self.match(window):
+      return ()
+    out = []
+    for r in self.replace(window):
+      r = tuple(r)
+      if len(r) != self.t:
+        raise ValueError(
+            f"Transformation {self.name!r} returned {r!r} for {window!r}: expected {self.t} tokens."
+        )
+      if r != window and r not in out:
+        out.append(r)
+    if self.repeats_token and out and out != [window * self.t]:
+      raise ValueError(f"Transformation {self.name!r} declares repeats_token but rewrites "
+                       f"{window!r} into {out!r}.")
+    return tuple(out)
+
+  def reversed(self) -> Transformation:
+    """T^R: matches reversed windows and emits reversed replacements (for backward LSTMs).
+
+    For every string x, applying T^R to reverse(x) at a window gives exactly the reversals of
+    applying T to x at the mirrored window, so S^R(reverse(x)) = reverse(S(x)).
+    """
+    match, replace = self.match, self.replace
+    return Transformation(
+        name=self.name,
+        s=self.s,
+        t=self.t,
+        match=lambda w: match(w[::-1]),
+        replace=lambda w: [tuple(r)[::-1] for r in replace(w[::-1])],
+        repeats_token=self.repeats_token,  # (w, …, w) reads the same both ways
+    )
+
+  def restricted_to(self, vocabulary: Collection[str]) -> Transformation:
+    """The same transformation keeping only replacements whose tokens are all in ``vocabulary``.
+
+    A window whose replacements are all dropped no longer matches, so that enumeration and the
+    certification plans of a model with this vocabulary describe the same space.
+    """
+    match, replace = self.match, self.replace
+
+    def kept(window):
+      return [r for r in replace(window) if all(tok in vocabulary for tok in r)]
+
+    return Transformation(
+        name=self.name, s=self.s, t=self.t,
+        match=lambda w: match(w) and bool(kept(w)),
+        replace=kept,
+        repeats_token=self.repeats_token,
+    )
+
+
+def custom(name: str, s: int, t: int, match: MatchFn, replace: ReplaceFn) -> Transformation:
+  """A user transformation from two callables over token tuples.
+
+  Example, swapping two adjacent tokens (2→2)::
+
+    swap = custom("Swap", 2, 2, match=lambda w: w[0] != w[1], replace=lambda w: [(w[1], w[0])])
+  """
+  return Transformation(name=name, s=s, t=t, match=match, replace=replace)
+
+
+def delete_stop_words(stopwords: Collection[str]) -> Transformation:
+  """Del: remove one stop word (1→0)."""
+  stopwords = frozenset(stopwords)
+  return Transformation("Del", 1, 0, match=lambda w: w[0] in stopwords, replace=lambda w: [()])
+
+
+def duplicate(name: str = "Ins") -> Transformation:
+  """Ins / Dup: repeat one token (1→2)."""
+  return Transformation(name, 1, 2, match=lambda w: True, replace=lambda w: [(w[0], w[0])],
+                        repeats_token=True)
+
+
+def substitute(synonyms: Mapping[str, Sequence[str]]) -> Transformation:
+  """Sub: replace one token by one of its synonyms (1→1).
+
+  Args:
+    synonyms: word → candidate words. A word matches iff it has a candidate other than itself.
+  """
+
+  def candidates(w):
+    return [c for c in synonyms.get(w[0], ()) if c != w[0]]
+
+  return Transformation(
+      "Sub", 1, 1,
+      match=lambda w: bool(candidates(w)),
+      replace=lambda w: [(c,) for c in candidates(w)],
+  )
+
+
+def _swap_within(name: str, groups: Sequence[Collection[Tokens]]) -> Transformation:
+  """A 2→2 rewrite: a pair in one of ``groups`` becomes any *other* pair of the same group."""
+  groups = [tuple(g) for g in groups]
+
+  def group_of(w):
+    return next((g for g in groups if w in g), ())
+
+  return Transformation(
+      name, 2, 2,
+      match=lambda w: bool(group_of(w)),
+      replace=lambda w: [p for p in group_of(w) if p != w],
+  )
+
+
+TRANS1_PAIRS = (("this", "is"), ("it", "is"), ("this", "'s"), ("it", "'s"))
+TRANS2_GROUPS = (
+    tuple(itertools.product(("the", "this", "a"), ("movie", "film"))),
+    tuple(itertools.product(("the", "these"), ("movies", "films"))),
+)
+
+
+def trans1() -> Transformation:
+  """Trans1 (2→2): "this is" ↔ "it is" ↔ "this 's" ↔ "it 's"."""
+  return _swap_within("Trans1", [TRANS1_PAIRS])
+
+
+def trans2() -> Transformation:
+  """Trans2 (2→2): {the,this,a}×{movie,film} and {the,these}×{movies,films}, within each group."""
+  return _swap_within("Trans2", TRANS2_GROUPS)
+
+
+def trans3() -> Transformation:
+  """Trans3 (4→2): "one of the most" / "one of the Xest" → "the most" / "the Xest".
+
+  As in the original, the superlative test is the suffix "est", so "one of the interest" also
+  matches.
+  """
+
+  def match(w):
+    return w[:3] == ("one", "of", "the") and (w[3] == "most" or w[3].endswith("est"))
+
+  return Transformation("Trans3", 4, 2, match=match, replace=lambda w: [(w[2], w[3])])
+
+
+def trans4() -> Transformation:
+  """Trans4 (1→2): "!" → "! !" and "?" → "? ?"."""
+  return Transformation(
+      "Trans4", 1, 2, match=lambda w: w[0] in ("!", "?"), replace=lambda w: [(w[0], w[0])],
+      repeats_token=True,
+  )

@@ -1,0 +1,488 @@
+"""Tree perturbation spaces for Tree-LSTMs, their exact enumeration, and padded tree batches.
+
+Paper: "Extension to Bi-LSTMs and Tree-LSTMs" and appendix "Handling Tree-LSTMs". A tree space is
+written with the same spec strings as a string space (``"[(Del,2),(Sub,2)]"``): parse it with
+:func:`~arc_jax.perturbation.parse_space` (which brings the synonyms and stop words) and pass the
+result to :func:`tree_space`, which maps each transformation to its tree counterpart:
+
+==========  ==========  ===================================================================
+spec name   tree name   rewrite of one leaf of the original tree
+==========  ==========  ===================================================================
+Del         T_DelStop   remove a leaf holding a stop word; its sibling takes the parent's place
+Ins / Dup   T_Dup       the leaf becomes an internal node with two leaves holding its word
+Sub         T_SubSyn    the leaf's word becomes one of its synonyms
+==========  ==========  ===================================================================
+
+**The tree space S(t).** An *application choice* assigns to every leaf of the original tree t at
+most one rewrite (the rewrites are applied at distinct leaves of the original tree, in parallel,
+as for strings), with at most δ_k leaves rewritten by T_k. Its tree is obtained by (1) giving each
+substituted leaf its new word, (2) turning each duplicated leaf into an internal node whose two
+children are leaves with the word, and (3) removing every deleted leaf: an internal node left with
+one child is replaced by that child, and a node left with no child disappears as well (so a whole
+subtree of stop words goes when all its leaves are deleted, costing one deletion per leaf: the
+paper's *deletable* subtrees, of size ≤ the remaining Del budget). A choice that deletes every leaf
+leaves no tree and is not part of the space. S(t) is the set of distinct resulting trees, as
+structures with leaf words (node labels are not part of a perturbed tree). This is the set the
+paper's transition equations describe (merge: the children's budgets add up; Del: a deletable
+child of size d lets the node be its sibling's state at budget c − d·e_Del; Sub and Dup: leaf
+states at c = e_Sub and c = e_Dup), which ``tests/test_tree_perturbation.py`` checks at set level.
+
+Differences from the original implementation (REFERENCE.md §6, §11 item 11): its slots hold the
+plain leaf in every budget ("at most" semantics) and its Sub box includes the original word; here
+slots are tight (exactly c_k rewrites) and a Sub slot holds the synonyms only. Both describe the
+same union over the budgets. Trans1–4 and custom transformations are string rewrites over windows
+of several tokens with no tree counterpart: :func:`tree_space` rejects them.
+
+**Batches.** :class:`TreeBatch` holds B trees padded to N nodes (post-order, children before
+parents, root at ``num_nodes - 1``) and a *schedule*: the internal nodes of all trees grouped into
+S steps of at most W nodes such that both children of a node are computed in an earlier step (or
+are leaves). A Tree-LSTM then runs as one ``lax.scan`` over S steps that computes W nodes at once.
+The schedule is Hu's list schedule (deepest ready nodes first), which is optimal for in-forests
+with unit times: S is the smallest number of steps of width W.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import Iterator, Mapping, Sequence
+
+import jax
+import numpy as np
+
+from arc_jax.data.trees import Tree
+from arc_jax.perturbation.plans import bucket
+from arc_jax.perturbation.spaces import Space
+
+NODE_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+"""Padded node counts of tree batches (coarse: each tree program compiles slowly)."""
+
+Nested = str | tuple
+"""A tree as nested pairs: a leaf word (``str``) or ``(left, right)``."""
+
+DEL, DUP, SUB = "Del", "Dup", "Sub"
+TREE_KINDS = {"Del": (DEL, 1, 0), "Ins": (DUP, 1, 2), "Dup": (DUP, 1, 2), "Sub": (SUB, 1, 1)}
+"""Spec name → (tree rewrite, s, t of the string transformation it must be)."""
+
+STEP_BUCKETS = tuple(2 ** i for i in range(3, 13))
+"""Allowed numbers of schedule steps S: steps holding only padding cost no computation, so
+powers of two only cost a little memory and save compilations."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeSignature:
+  """All the tree DP needs to know of a tree space: which rewrite each budget axis counts.
+
+  Hashable, so jitted functions take it as a static argument.
+
+  Attributes:
+    kinds: per axis, ``"Del"``, ``"Dup"`` or ``"Sub"`` (each at most once).
+    budgets: δ per axis.
+  """
+
+  kinds: tuple[str, ...]
+  budgets: tuple[int, ...]
+
+  @property
+  def signature(self) -> TreeSignature:
+    return self
+
+  @property
+  def grid(self) -> tuple[int, ...]:
+    """Shape of the decomposition grid, (δ_1+1, …, δ_m+1)."""
+    return tuple(d + 1 for d in self.budgets)
+
+  def axis(self, kind: str) -> int | None:
+    """The axis counting ``kind``, or None when the space does not use it (δ = 0 counts)."""
+    return self.kinds.index(kind) if kind in self.kinds and self.budgets[
+        self.kinds.index(kind)] > 0 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeSpace:
+  """A perturbation space over trees (see the module docstring for its exact meaning).
+
+  Attributes:
+    space: the string space whose Del / Ins (Dup) / Sub transformations supply the stop words and
+      synonyms; restrict it to the model's vocabulary first.
+    kinds: the tree rewrite of each of its transformations.
+  """
+
+  space: Space
+  kinds: tuple[str, ...]
+
+  def __str__(self):
+    return str(self.space)
+
+  @property
+  def budgets(self) -> tuple[int, ...]:
+    return self.space.budgets
+
+  @property
+  def signature(self) -> TreeSignature:
+    return TreeSignature(self.kinds, self.budgets)
+
+  def leaf_rewrites(self, word: str) -> list[tuple[int, Nested | None]]:
+    """(axis, result) of every rewrite of a leaf holding ``word``; None is a deletion."""
+    out = []
+    for k, (kind, t) in enumerate(zip(self.kinds, self.space.transformations)):
+      if self.budgets[k] == 0:
+        continue
+      for r in t.replacements((word,)):
+        out.append((k, leaf_result(kind, r)))
+    return out
+
+  def is_deletable(self, word: str) -> bool:
+    return any(result is None for _, result in self.leaf_rewrites(word))
+
+  def substitutes(self, word: str) -> list[str]:
+    k = self.signature.axis(SUB)
+    return [] if k is None else [r[0] for r in self.space.transformations[k].replacements((word,))]
+
+  def enumerate(self, tree: Tree) -> Iterator[Nested]:
+    """Yields every tree of S(tree) exactly once, the unperturbed tree first.
+
+    Walks the application choices leaf by leaf (pruned by the budgets) and builds each choice's
+    tree by the definition; cost proportional to the number of choices times the tree size.
+    """
+    options = [self.leaf_rewrites(w) for w in tree.tokens]
+    seen = set()
+
+    def walk(i, budget, chosen):
+      if i == len(options):
+        yield chosen
+        return
+      yield from walk(i + 1, budget, chosen + (tree.tokens[i],))
+      for k, result in options[i]:
+        if budget[k]:
+          yield from walk(i + 1, budget[:k] + (budget[k] - 1,) + budget[k + 1:],
+                          chosen + (result,))
+
+    for leaves in walk(0, self.budgets, ()):
+      out = rewrite_leaves(tree, leaves)
+      nested = None if out is None else to_nested(out)
+      if nested is not None and nested not in seen:
+        seen.add(nested)
+        yield nested
+
+  def count(self, tree: Tree) -> int:
+    """The exact number of application choices of ``tree`` (Python int, no enumeration).
+
+    Equals the number of choices :meth:`enumerate` visits (before it removes duplicates); the
+    choice deleting every leaf is not counted.
+    """
+    dec = [tuple(c) for c in np.ndindex(*self.signature.grid)]
+    ways = {c: 0 for c in dec}
+    ways[(0,) * len(self.kinds)] = 1
+    for word in tree.tokens:
+      options = self.leaf_rewrites(word)
+      new = dict(ways)
+      for c in dec:
+        for k, _ in options:
+          if c[k]:
+            new[c] += ways[c[:k] + (c[k] - 1,) + c[k + 1:]]
+      ways = new
+    k_del = self.signature.axis(DEL)
+    everything_deleted = (k_del is not None and len(tree.tokens) <= self.budgets[k_del]
+                          and all(self.is_deletable(w) for w in tree.tokens))
+    return sum(ways.values()) - everything_deleted
+
+
+def tree_space(space: Space) -> TreeSpace:
+  """The tree counterpart of a string space made of Del, Ins (or Dup) and Sub.
+
+  Raises:
+    ValueError: a transformation other than the standard Del, Ins/Dup and Sub (Trans1–4 and custom
+      rewrites have no tree counterpart), or Ins and Dup together (the same tree rewrite).
+  """
+  kinds = []
+  for t in space.transformations:
+    kind = TREE_KINDS.get(t.name)
+    if kind is None or (t.s, t.t) != kind[1:]:
+      raise ValueError(
+          f"{t.name} ({t.s}→{t.t}) has no tree counterpart: tree spaces are made of Del "
+          "(T_DelStop), Ins or Dup (T_Dup) and Sub (T_SubSyn); Trans1–4 and custom "
+          "transformations rewrite windows of a string, not leaves of a tree.")
+    if kind[0] in kinds:
+      raise ValueError(f"{space} lists T_Dup twice (Ins and Dup are the same tree rewrite); "
+                       "give it one budget.")
+    kinds.append(kind[0])
+  return TreeSpace(space, tuple(kinds))
+
+
+def leaf_result(kind: str, replacement: tuple[str, ...]) -> Nested | None:
+  """What a leaf becomes under the tree rewrite ``kind`` whose string transformation writes
+  ``replacement``: None (Del), the pair of copies (Dup) or the synonym (Sub)."""
+  return None if kind == DEL else replacement if kind == DUP else replacement[0]
+
+
+def rewrite_leaves(tree: Tree, leaves: Sequence[Nested | None]) -> Tree | None:
+  """The tree of ``tree`` whose leaves became ``leaves`` (a word, a pair of words, or None =
+  deleted), contracted as in the module docstring; None when every leaf is deleted.
+
+  Node labels carry over to what each node of ``tree`` became: a kept or substituted leaf and a
+  node keeping both children keep their labels; a duplicated leaf becomes an internal node with
+  two leaves, all three with the leaf's label; a node left with one child is replaced by that
+  child, which takes the node's label (the node's subtree *became* that child's, so the root
+  always keeps the root label, as the certificate's per-node labels assume).
+  """
+  tokens, left, right, labels = [], [], [], []
+
+  def add(label, word=None, children=(-1, -1)):
+    if word is not None:
+      tokens.append(word)
+    left.append(children[0])
+    right.append(children[1])
+    labels.append(label)
+    return len(labels) - 1
+
+  stack = []  # per visited node of ``tree``: the index of what it became, or None
+  for node, leaf in enumerate(tree.leaf_index):
+    label = tree.labels[node]
+    if leaf >= 0:
+      new = leaves[leaf]
+      if new is None or isinstance(new, str):
+        stack.append(None if new is None else add(label, new))
+      else:
+        stack.append(add(label, children=(add(label, new[0]), add(label, new[1]))))
+      continue
+    r, l = stack.pop(), stack.pop()
+    if l is None or r is None:
+      survivor = r if l is None else l
+      if survivor is not None:
+        labels[survivor] = label
+      stack.append(survivor)
+    else:
+      stack.append(add(label, children=(l, r)))
+  if stack[0] is None:
+    return None
+  return Tree(tuple(tokens), tuple(left), tuple(right), tuple(labels))
+
+
+def to_nested(tree: Tree) -> Nested:
+  """``tree`` as nested pairs of leaf words."""
+  stack = []
+  for leaf in tree.leaf_index:
+    if leaf >= 0:
+      stack.append(tree.tokens[leaf])
+    else:
+      right = stack.pop()
+      stack.append((stack.pop(), right))
+  return stack[0]
+
+
+def from_nested(nested: Nested, root_label: int = -1) -> Tree:
+  """A post-order :class:`Tree` from nested pairs; every label is -1 (none) but the root's."""
+  tokens, left, right = [], [], []
+
+  def visit(node):
+    if isinstance(node, str):
+      tokens.append(node)
+      left.append(-1)
+      right.append(-1)
+    else:
+      a = visit(node[0])
+      b = visit(node[1])
+      left.append(a)
+      right.append(b)
+    return len(left) - 1
+
+  visit(nested)
+  labels = [-1] * len(left)
+  labels[-1] = root_label
+  return Tree(tuple(tokens), tuple(left), tuple(right), tuple(labels))
+
+
+# ---------------------------------------------------------------------------------------------
+# Padded batches.
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TreeBatch:
+  """B trees padded to N nodes, lowered for the Tree-LSTM and its certification DP.
+
+  Nodes are in post-order within each tree; ``flat id = b * N + n`` names node n of tree b, and
+  ``B * N`` is a no-op placeholder.
+
+  Attributes:
+    token_ids: int32 (B, N), word id of each leaf; 0 at internal nodes and padding.
+    left: int32 (B, N), left child of each internal node, -1 at leaves and padding.
+    right: int32 (B, N), right child, -1 at leaves and padding.
+    labels: int32 (B, N), label of each node, -1 where there is none (padding, perturbed trees).
+    num_nodes: int32 (B,), 0 for a padding row; the root of row b is ``num_nodes[b] - 1``.
+    schedule: int32 (S, W), flat ids of the internal nodes computed at each step (both children
+      of a node are leaves or computed at an earlier step); ``B * N`` pads a step.
+    substitutes: int32 (B, N, R), Sub candidates of each leaf (0 beyond ``substitute_mask``).
+    substitute_mask: bool (B, N, R).
+    deletable: int32 (B, N), number of leaves of each node's subtree if Del can delete all of
+      them (every leaf a stop word), else 0.
+    signature: the tree space the batch was lowered for (None: no space), static. The DP
+      refuses a batch lowered for another space (its candidates and deletable sizes would not
+      describe the space it certifies).
+  """
+
+  token_ids: np.ndarray
+  left: np.ndarray
+  right: np.ndarray
+  labels: np.ndarray
+  num_nodes: np.ndarray
+  schedule: np.ndarray
+  substitutes: np.ndarray
+  substitute_mask: np.ndarray
+  deletable: np.ndarray
+  signature: TreeSignature | None = dataclasses.field(default=None, metadata=dict(static=True))
+
+  @property
+  def shape(self) -> tuple[int, int]:
+    return tuple(self.token_ids.shape)
+
+
+def _pow2_at_least(n: int) -> int:
+  return 1 << max(0, int(n) - 1).bit_length()
+
+
+def hu_schedule(left: np.ndarray, right: np.ndarray, width: int) -> list[list[int]]:
+  """Groups the internal nodes of padded trees into steps of at most ``width`` nodes.
+
+  Hu's algorithm: at each step take the ``width`` deepest nodes whose children are done. For
+  in-forests with unit times it uses the fewest steps possible (Hu, 1961).
+
+  Args:
+    left, right: int (B, N) child indices in post-order, -1 at leaves and padding.
+    width: W.
+
+  Returns:
+    list of steps, each a list of flat ids ``b * N + n``.
+  """
+  rows, n_pad = left.shape
+  depth = np.zeros((rows, n_pad), np.int64)
+  parent = np.full(rows * n_pad, -1, np.int64)
+  pending = np.zeros(rows * n_pad, np.int64)
+  internal = left >= 0
+  base = np.arange(rows)[:, None] * n_pad
+  for n in range(n_pad - 1, -1, -1):  # parents come after their children
+    b = np.nonzero(internal[:, n])[0]
+    for child in (left[b, n], right[b, n]):
+      depth[b, child] = depth[b, n] + 1
+      parent[b * n_pad + child] = b * n_pad + n
+      pending[b * n_pad + n] += internal[b, child]
+  depth, parent, pending = depth.reshape(-1).tolist(), parent.tolist(), pending.tolist()
+  ready = [(-depth[i], i) for i in (base + np.arange(n_pad))[internal].tolist() if not pending[i]]
+  heapq.heapify(ready)
+  steps = []
+  while ready:
+    step = [heapq.heappop(ready)[1] for _ in range(min(width, len(ready)))]
+    for i in step:
+      p = parent[i]
+      if p >= 0:
+        pending[p] -= 1
+        if pending[p] == 0:
+          heapq.heappush(ready, (-depth[p], p))
+    steps.append(step)
+  return steps
+
+
+class TreeBatchBuilder:
+  """Lowers lists of :class:`~arc_jax.data.Tree` into :class:`TreeBatch` for a fixed space.
+
+  Args:
+    vocab: word → id (0 is padding). Every leaf word and every Sub candidate must be in it
+      (restrict the space with ``space.restricted_to(vocab)`` before :func:`tree_space`).
+    space: the tree space (None: plain batches for the concrete forward pass).
+    node_buckets: allowed N.
+    step_buckets: allowed S.
+    min_substitutes: lower bound on R (e.g. the lexicon's largest candidate list, so one shape
+      serves a whole dataset).
+    width: W, nodes per step. Larger widths need fewer steps (better on accelerators); on CPU
+      about 32 keeps a step's working set in cache.
+  """
+
+  def __init__(self, vocab: Mapping[str, int], space: TreeSpace | None = None,
+               node_buckets: Sequence[int] = NODE_BUCKETS,
+               step_buckets: Sequence[int] = STEP_BUCKETS, min_substitutes: int = 1,
+               width: int = 32):
+    self.vocab = vocab
+    self.space = space
+    self.node_buckets = tuple(node_buckets)
+    self.step_buckets = tuple(step_buckets)
+    self.min_substitutes = min_substitutes
+    self.width = width
+    self._cache = {}
+
+  def _id(self, word: str) -> int:
+    try:
+      return self.vocab[word]
+    except KeyError:
+      raise KeyError(f"{word!r} is not in the vocabulary; tree leaves keep out-of-vocabulary "
+                     "words as vocabulary entries with zero vectors (prepare_tree_data).") from None
+
+  def _leaf(self, word: str) -> tuple[int, int, tuple[int, ...]]:
+    """(id, 1 if Del can delete it else 0, Sub candidate ids) of a leaf word (cached)."""
+    if word not in self._cache:
+      space = self.space
+      self._cache[word] = (self._id(word), int(space is not None and space.is_deletable(word)),
+                           () if space is None else tuple(map(self._id, space.substitutes(word))))
+    return self._cache[word]
+
+  def build(self, trees: Sequence[Tree], batch_size: int | None = None, *,
+            max_nodes: int | None = None, width: int | None = None,
+            num_steps: int | None = None) -> TreeBatch:
+    """Pads ``trees`` into one batch.
+
+    Args:
+      trees: the trees (post-order).
+      batch_size: B (default: ``len(trees)``).
+      max_nodes: N (default: the node bucket of the largest tree).
+      width: W (default: the builder's).
+      num_steps: S (default: the step bucket of the number of steps needed).
+
+    Raises:
+      ValueError: the trees do not fit in the requested B, N or S.
+    """
+    rows = len(trees) if batch_size is None else batch_size
+    biggest = max((t.num_nodes for t in trees), default=1)
+    n_pad = bucket(biggest, self.node_buckets) if max_nodes is None else max_nodes
+    if rows < len(trees) or n_pad < biggest:
+      raise ValueError(f"{len(trees)} trees of up to {biggest} nodes do not fit in a batch of "
+                       f"{rows} × {n_pad} nodes.")
+    token_ids = np.zeros((rows, n_pad), np.int32)
+    left = np.full((rows, n_pad), -1, np.int32)
+    right = np.full((rows, n_pad), -1, np.int32)
+    labels = np.full((rows, n_pad), -1, np.int32)
+    num_nodes = np.zeros((rows,), np.int32)
+    deletable = np.zeros((rows, n_pad), np.int32)
+    hits = []  # (b, node, Sub candidate ids) of the leaves with candidates
+    for b, tree in enumerate(trees):
+      n = tree.num_nodes
+      num_nodes[b] = n
+      left[b, :n], right[b, :n], labels[b, :n] = tree.left, tree.right, tree.labels
+      row_ids, row_deletable = [0] * n, [0] * n
+      for node, leaf in enumerate(tree.leaf_index):
+        if leaf >= 0:
+          word_id, word_deletable, subs = self._leaf(tree.tokens[leaf])
+          row_ids[node], row_deletable[node] = word_id, word_deletable
+          if subs:
+            hits.append((b, node, subs))
+        else:
+          l, r = row_deletable[tree.left[node]], row_deletable[tree.right[node]]
+          row_deletable[node] = l + r if l and r else 0
+      token_ids[b, :n], deletable[b, :n] = row_ids, row_deletable
+    r_pad = _pow2_at_least(max([len(ids) for *_, ids in hits] + [self.min_substitutes]))
+    substitutes = np.zeros((rows, n_pad, r_pad), np.int32)
+    substitute_mask = np.zeros((rows, n_pad, r_pad), bool)
+    for b, node, ids in hits:
+      substitutes[b, node, :len(ids)] = ids
+      substitute_mask[b, node, :len(ids)] = True
+
+    width = self.width if width is None else width
+    steps = hu_schedule(left, right, width)
+    s_pad = bucket(max(len(steps), 1), self.step_buckets) if num_steps is None else num_steps
+    if s_pad < len(steps):
+      raise ValueError(f"The trees need {len(steps)} steps of width {width}; num_steps={s_pad}.")
+    schedule = np.full((s_pad, width), rows * n_pad, np.int32)
+    for i, step in enumerate(steps):
+      schedule[i, :len(step)] = step
+    return TreeBatch(token_ids, left, right, labels, num_nodes, schedule, substitutes,
+                     substitute_mask, deletable,
+                     None if self.space is None else self.space.signature)

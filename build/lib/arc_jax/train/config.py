@@ -1,0 +1,299 @@
+"""The training configuration: every field, its default and its meaning.
+
+Experiment configs (``experiments/configs/*.py``) start from :func:`default_config` and change
+values only, so every run directory's ``config.json`` has the same keys. The defaults are the
+original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (REFERENCE.md §7.1, §10.2). A field
+added later defaults to what runs did before it existed, so older run directories read with
+:func:`with_defaults` mean what they meant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import ml_collections
+from ml_collections import config_dict
+
+from arc_jax.perturbation import parse_space
+from arc_jax.train.losses import ROBUST_LOSSES
+from arc_jax.train.methods import METHODS
+from arc_jax.train.steps import OPTIMIZERS
+from arc_jax.train.tasks import TASKS
+
+PAPER_SPACES = {
+    "del2sub2": "[(Del,2),(Sub,2)]",
+    "sub2ins2": "[(Sub,2),(Ins,2)]",
+    "del2ins2": "[(Del,2),(Ins,2)]",
+    "review": "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]",
+}
+"""The SST-2 spaces of the paper's LSTM tables (S_review last), by config key."""
+
+SST2_ROWS = tuple((model, space) for model in ("lstm", "bilstm") for space in PAPER_SPACES
+                  if (model, space) != ("bilstm", "review"))
+"""(model, space key) of every row of the paper's SST-2 LSTM tables; S_review is LSTM only."""
+
+RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every", "data_dir")
+"""Fields that may differ when an unfinished run is resumed: they steer the process, not the
+result (``checkpoint_every`` and ``log_every`` only change when files are written; a moved data
+folder is checked by the data fingerprint of the checkpoints)."""
+
+SPACE_MEMORY_LIMIT = 4 * 2**30
+"""Bytes of DP states (:meth:`Signature.dp_memory_estimate` for a sentence of
+``NOMINAL_LENGTH`` tokens) above which a space is refused unless ``config.allow_large_space``."""
+
+NOMINAL_LENGTH = 64
+"""Tokens per sentence assumed by the space guard (SST-2's longest sentence has 56)."""
+
+FIELD_HELP = {
+    "name": "run name: the default --workdir is runs/<name> (overrides of other fields extend it)",
+    "method": "training method, a key of arc_jax.train.METHODS: normal, augment, hotflip, arc",
+    "model": "model family: lstm (LSTM / Bi-LSTM) or tree_lstm (Tree-LSTM)",
+    "dataset": "sst2 or imdb (model lstm), sst_trees (model tree_lstm)",
+    "data_dir": "data folder; default $ARC_DATA_DIR, else the first of ./data, ../shared/data "
+                "(recorded in config.json)",
+    "synonyms": "Sub's lexicon: ppdb or counterfitted",
+    "max_candidates": "Sub candidates per word, in file order (1: ARC's --use-fewer-sub; 0: all)",
+    "num_train": "use the first N training examples (default all)",
+    "num_dev": "use the first N dev examples (default all)",
+    "num_test": "use the first N test examples (default all)",
+    "space": "perturbation space certified (arc), sampled (augment), attacked (hotflip) and "
+             "reported on dev, e.g. [(Del,2),(Sub,2)]",
+    "allow_large_space": "accept a space whose DP would need more than 4 GiB per batch",
+    "bidirectional": "Bi-LSTM instead of LSTM",
+    "pooling": "final (last state) or mean over positions",
+    "hidden": "LSTM (Tree-LSTM) hidden units",
+    "projection": "units of the projection layer before the LSTM",
+    "head_hidden": "units of the classifier's hidden layer",
+    "dropout_rate": "dropout probability",
+    "trainable_embeddings": "Tree-LSTM: train the word vectors too (else frozen)",
+    "embedding_lr_scale": "Tree-LSTM: learning-rate factor of trained word vectors",
+    "optimizer": "adam or adagrad (after gradient clipping and coupled L2)",
+    "batch_size": "training examples per step (a multiple of the devices)",
+    "learning_rate": "optimiser learning rate",
+    "weight_decay": "coupled L2 weight (torch's weight_decay)",
+    "grad_clip": "global gradient-norm clip",
+    "num_epochs": "training epochs",
+    "ramp_epochs": "epochs over which λ and ε rise from start to max",
+    "lambda_start": "weight of the robust loss at epoch 0",
+    "lambda_max": "weight of the robust loss after the ramp (0: no certified training)",
+    "eps_start": "hull scale ε at epoch 0",
+    "eps_max": "hull scale ε after the ramp",
+    "robust_loss": "worst_case or max_of_means (the original's binary loss)",
+    "early_stopping": "stop after N epochs without dev improvement (0: never)",
+    "seed": "seed of parameters, dropout and data order",
+    "eval_batch_size": "examples per evaluation batch (a multiple of the devices)",
+    "log_every": "steps per metrics.jsonl line",
+    "checkpoint_every": "steps between mid-epoch checkpoints",
+    "max_steps": "stop (resumably) after this many steps",
+    "progress": "show progress bars",
+}
+"""One line per config field, for ``train.py --help`` (a test checks it covers every field)."""
+
+
+class ConfigError(ValueError):
+  """A setting that does not fit the others; the message names it and the choices or the fix."""
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """ARC certified training of an LSTM on SST-2 for ``[(Del,2),(Sub,2)]`` (λ_max 0.5)."""
+  c = ml_collections.ConfigDict()
+  c.name = "arc_lstm_del2sub2"
+  c.method = "arc"  # a key of arc_jax.train.METHODS
+  # The model family (a key of arc_jax.train.tasks.TASKS): "lstm" (LSTM / Bi-LSTM, datasets
+  # sst2, imdb) or "tree_lstm" (Tree-LSTM, dataset sst_trees).
+  c.model = "lstm"
+
+  # Data (the task's prepare_data). Counts limit a split to its first examples.
+  c.dataset = "sst2"
+  c.synonyms = "ppdb"  # ARC's SST-2 runs: PPDB with --use-fewer-sub (one candidate per word)
+  c.max_candidates = 1  # 0: every candidate
+  c.num_train = config_dict.placeholder(int)
+  c.num_dev = config_dict.placeholder(int)
+  c.num_test = config_dict.placeholder(int)
+  c.data_dir = config_dict.placeholder(str)  # arc_jax.data.paths.data_folder
+  # The perturbation space certified (ARC), sampled (augment) and reported on dev.
+  c.space = "[(Del,2),(Sub,2)]"
+  c.allow_large_space = False  # see SPACE_MEMORY_LIMIT
+
+  # Model (arc_jax.nn.LSTMClassifier; the Tree-LSTM uses hidden and dropout_rate only).
+  c.bidirectional = False
+  c.pooling = "final"
+  c.hidden = 100
+  c.projection = 100
+  c.head_hidden = 100
+  c.dropout_rate = 0.2
+  # Tree-LSTM only: train the word vectors too, at embedding_lr_scale × learning_rate and without
+  # weight decay (the original's second parameter group); False keeps them frozen.
+  c.trainable_embeddings = False
+  c.embedding_lr_scale = 0.1
+
+  # Optimiser: clip the global norm, add coupled L2 (torch's weight_decay), then
+  # arc_jax.train.steps.OPTIMIZERS[optimizer]: "adam" (LSTMs) or "adagrad" (Tree-LSTM).
+  c.optimizer = "adam"
+  c.batch_size = 32
+  c.learning_rate = 1e-3
+  c.weight_decay = 1e-4
+  c.grad_clip = 0.25
+
+  # Curriculum: λ and ε follow linspace(start, max, ramp_epochs)[epoch], then stay at max.
+  c.num_epochs = 24
+  c.ramp_epochs = 16
+  c.lambda_start = 0.0
+  c.lambda_max = 0.5
+  c.eps_start = 0.0
+  c.eps_max = 1.0
+  c.robust_loss = "worst_case"  # or "max_of_means" (the original's binary loss)
+  c.early_stopping = 0  # stop after this many epochs without dev improvement; 0: never
+
+  # Bookkeeping.
+  c.seed = 0  # parameters, dropout and data order
+  c.eval_batch_size = 32
+  c.log_every = 100  # steps per metrics line
+  c.checkpoint_every = 500  # steps between mid-epoch checkpoints
+  c.max_steps = config_dict.placeholder(int)  # stop (resumably) after this many steps
+  c.progress = True  # tqdm bars
+  return c
+
+
+def sst2_row_config(method: str, row: str) -> ml_collections.ConfigDict:
+  """:func:`default_config` for ``method`` on one row of the paper's SST-2 LSTM tables.
+
+  Sets the method, the run name ``<method>_<model>_<space>``, the architecture and the space;
+  S_review rows use every PPDB candidate (``max_candidates=0``), as the original's S_review ARC
+  run (REFERENCE.md §10.5). Method-specific fields (λ_max, early stopping) are the caller's.
+
+  Args:
+    method: a key of ``METHODS``.
+    row: ``"MODEL,SPACE"``: MODEL ``lstm`` or ``bilstm``, SPACE a key of ``PAPER_SPACES``
+      (``review`` with ``lstm`` only).
+  """
+  model, _, space = row.partition(",")
+  if (model, space) not in SST2_ROWS:
+    raise ConfigError(f"No {method} row {row!r}; choose one of: "
+                      f"{', '.join(f'{m},{s}' for m, s in SST2_ROWS)}.")
+  c = default_config()
+  c.name = f"{method}_{model}_{space}"
+  c.method = method
+  c.bidirectional = model == "bilstm"
+  c.space = PAPER_SPACES[space]
+  if space == "review":
+    c.max_candidates = 0
+  return c
+
+
+def baseline_row_config(method: str, row: str) -> ml_collections.ConfigDict:
+  """:func:`sst2_row_config` for an uncertified baseline (data augmentation, HotFlip): λ_max 0,
+  and early stopping after 5 epochs without dev improvement (the original's
+  ``--early-stopping 5``, REFERENCE.md §10.2)."""
+  c = sst2_row_config(method, row)
+  c.lambda_max = 0.0
+  c.early_stopping = 5
+  return c
+
+
+NAME_FIELDS = ("method", "model", "bidirectional", "dataset", "space")
+"""The fields a run name stands for (:func:`derived_name`)."""
+
+
+def space_key(spec: str) -> str:
+  """A space's short name: the key of ``PAPER_SPACES`` it equals up to order (``del2sub2``),
+  else its transformations and budgets in lower case (``"[(Del,50),(Sub,50)]"`` → ``del50sub50``)."""
+  pairs = re.compile(r"\(\s*(\w+)\s*,\s*(\d+)\s*\)").findall
+  for key, paper in PAPER_SPACES.items():
+    if sorted(pairs(paper)) == sorted(pairs(spec)):
+      return key
+  return "".join(f"{name.lower()}{delta}" for name, delta in pairs(spec)) or "space"
+
+
+def derived_name(config: ml_collections.ConfigDict) -> str:
+  """``<method>_<model>_<space>`` of the config (``arc_lstm_del2sub2``; ``imdb_`` before the
+  model for IMDB)."""
+  model = ("tree" if config.model == "tree_lstm" else "bilstm" if config.bidirectional
+           else "lstm")
+  dataset = "" if config.dataset in ("sst2", "sst_trees") else f"{config.dataset}_"
+  return f"{config.method}_{dataset}{model}_{space_key(config.space)}"
+
+
+def run_name(config: ml_collections.ConfigDict, overridden) -> str:
+  """The name of a run of ``config`` whose fields ``overridden`` were set on the command line.
+
+  The config file's ``name`` when nothing it stands for changed; :func:`derived_name` when the
+  method, model, dataset or space were overridden; then ``_<field><value>`` per other
+  overridden field that changes the result (``_seed1``), so that an override never lands in
+  another experiment's default run directory. An overridden ``name`` is kept as given.
+  """
+  overridden = set(overridden)
+  if "name" in overridden:
+    return config.name
+  name = derived_name(config) if overridden & set(NAME_FIELDS) else config.name
+  extra = sorted(overridden - set(NAME_FIELDS) - set(RUN_CONTROL_FIELDS))
+  suffix = "".join(f"_{k}{re.sub(r'[^A-Za-z0-9.-]+', '', str(config[k]))}" for k in extra)
+  if len(suffix) > 60:
+    suffix = "_" + hashlib.sha1(suffix.encode()).hexdigest()[:8]
+  return name + suffix
+
+
+def with_defaults(saved: dict) -> ml_collections.ConfigDict:
+  """A saved config (``config.json``) with the fields it predates set to their defaults."""
+  config = default_config()
+  config.update(saved)
+  return config
+
+
+def _check_space_size(space, config: ml_collections.ConfigDict) -> None:
+  """Refuses a space whose DP states would not fit (:data:`SPACE_MEMORY_LIMIT`)."""
+  batch = max(config.batch_size, config.eval_batch_size)
+  estimate = space.signature.dp_memory_estimate(batch, config.hidden, NOMINAL_LENGTH)
+  if estimate > SPACE_MEMORY_LIMIT and not config.allow_large_space:
+    raise ConfigError(
+        f"config.space={config.space!r} has {space.grid_size():,} budget slots per position; "
+        f"its DP states alone need about {estimate / 2**30:.1f} GiB per batch of {batch} "
+        f"(hidden {config.hidden}, {NOMINAL_LENGTH} tokens), over the "
+        f"{SPACE_MEMORY_LIMIT / 2**30:.0f} GiB guard. Use smaller budgets or batches, or pass "
+        "--config.allow_large_space=True to try anyway.")
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings."""
+  if config.method not in METHODS:
+    raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
+                      f"{sorted(METHODS)}.")
+  if config.model not in TASKS:
+    raise ConfigError(f"config.model={config.model!r} is unknown; choose one of {sorted(TASKS)}.")
+  task = TASKS[config.model]
+  if config.dataset not in task.datasets:
+    owner = [t.name for t in TASKS.values() if config.dataset in t.datasets]
+    raise ConfigError(f"config.dataset={config.dataset!r} is not a dataset of model "
+                      f"{config.model!r} (its datasets: {list(task.datasets)})"
+                      + (f"; it is one of model {owner[0]!r}: set config.model={owner[0]!r}."
+                         if owner else "."))
+  if config.method in task.unsupported_methods:
+    raise ConfigError(f"config.method={config.method!r} is not available for model "
+                      f"{config.model!r}; choose one of "
+                      f"{sorted(set(METHODS) - set(task.unsupported_methods))}.")
+  if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in task.robust_losses:
+    raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
+                      f"{config.model!r}; choose one of {list(task.robust_losses)}.")
+  try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
+    space = parse_space(config.space, synonyms={})
+    task.check_space(space)
+  except ValueError as error:
+    raise ConfigError(f"config.space={config.space!r}: {error}") from None
+  _check_space_size(space, config)
+  if config.trainable_embeddings and not task.trainable_embeddings:
+    raise ConfigError(f"config.trainable_embeddings=True is not available for model "
+                      f"{config.model!r}: its word vectors are frozen; set it to False.")
+  if config.optimizer not in OPTIMIZERS:
+    raise ConfigError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
+                      f"{sorted(OPTIMIZERS)}.")
+  for name in ("lambda_start", "lambda_max"):
+    if not 0.0 <= config[name] <= 1.0:
+      raise ConfigError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "
+                        "robust loss).")
+  for name in ("max_candidates", "early_stopping", "ramp_epochs"):
+    if config[name] < 0:
+      raise ConfigError(f"config.{name}={config[name]} must be >= 0 .")
+  for name in ("batch_size", "eval_batch_size", "log_every", "checkpoint_every", "num_epochs"):
+    if config[name] < 1:
+      raise ConfigError(f"config.{name}={config[name]} must be >= 1.")

@@ -1,0 +1,244 @@
+"""Jitted training and evaluation steps (pure functions of a :class:`TrainState` and a batch).
+
+A step is one ``jax.jit`` around forward, backward and the Optax update. Its objective is either
+the clean cross-entropy (concrete forward pass, no DP) or ARC's ``(1 − λ)·clean + λ·robust``
+from one certification call (with a dropout key, the DP's slot 0 is the clean run under the same
+dropout masks as the box). Objectives and evaluation functions report per-row outcomes
+(:class:`RowMetrics`), so the steps serve every model family: this module holds the generic
+steps, the tasks (:mod:`arc_jax.train.tasks`) their objectives. Metric
+totals are summed on the device inside the step, so the host fetches them only when it logs.
+
+The factories are memoised: equal arguments return the same function object, so ``jax.jit``
+reuses its compilations when a process builds the same step twice (resuming, evaluating after
+training, tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, Iterable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh
+
+from arc_jax import parallel
+
+TOTALS = ("loss", "correct", "examples", "certified", "certify_examples")
+"""Keys of the metric totals a train step accumulates: Σ loss·examples, Σ correct, Σ examples,
+and, for certified steps, Σ certified and the examples certified."""
+
+
+class RowMetrics(NamedTuple):
+  """Per-row outcomes of one batch (a row is an example: a sentence, or a tree at its root).
+
+  Attributes:
+    weights: float (B,), 1 for real rows, 0 for padding rows.
+    correct: bool (B,), the clean prediction equals the label.
+    certified: bool (B,), certified by the DP; None where the step does not certify.
+  """
+
+  weights: jax.Array
+  correct: jax.Array
+  certified: jax.Array | None = None
+
+
+Objective = Callable[[nnx.Module, object, jax.Array | None, jax.Array],
+                     tuple[jax.Array, RowMetrics]]
+"""``objective(model, batch, dropout_key, step) -> (loss, RowMetrics)``."""
+
+RowsFn = Callable[[nnx.Module, object], RowMetrics]
+"""``rows(model, batch) -> RowMetrics`` without dropout: what an evaluation step computes."""
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TrainState:
+  """Everything a step updates, and everything a checkpoint needs to resume.
+
+  Attributes:
+    step: int32 (), steps taken (the schedules' argument).
+    params: the model's ``nnx.Param`` state (the frozen embeddings are not in it).
+    opt_state: the Optax state of ``params``.
+    dropout_key: uint32 key data; step s uses ``fold_in(key, s)``.
+  """
+
+  step: jax.Array
+  params: nnx.State
+  opt_state: optax.OptState
+  dropout_key: jax.Array
+
+
+OPTIMIZERS = {
+    "adam": optax.adam,
+    "adagrad": functools.partial(optax.adagrad, initial_accumulator_value=0.0, eps=1e-10),
+}
+"""``config.optimizer`` → the Optax optimiser of a learning rate: Adam (the LSTMs) or Adagrad
+(the Tree-LSTM) with torch's defaults (accumulators start at 0; ε 1e-10, added inside the square
+root by Optax and outside by torch, which differs only for near-zero accumulators)."""
+
+
+def _is_embedding(params):
+  """Marks the ``embeddings`` entry of a model's parameter state (True) and nothing else."""
+  return jax.tree_util.tree_map_with_path(
+      lambda path, _: getattr(path[0], "key", None) == "embeddings", params)
+
+
+def _not_embedding(params):
+  return jax.tree.map(lambda e: not e, _is_embedding(params))
+
+
+@functools.cache
+def make_optimizer(learning_rate: float, weight_decay: float, grad_clip: float,
+                   optimizer: str = "adam", embedding_lr_scale: float | None = None
+                   ) -> optax.GradientTransformation:
+  """The original's torch optimiser: clip the global norm, add ``wd·param``, then Adam/Adagrad.
+
+  torch clips the gradients first and ``Adam(weight_decay=wd)`` (or ``Adagrad``) adds
+  ``wd·param`` to them inside its step (coupled L2, not AdamW). Updates with non-finite
+  gradients are skipped, as the original skips NaN-gradient batches.
+
+  Args:
+    learning_rate, weight_decay, grad_clip: lr, wd and the global-norm clip.
+    optimizer: a key of :data:`OPTIMIZERS`.
+    embedding_lr_scale: for models whose word vectors are a parameter (the state's
+      ``embeddings`` entry), their learning rate is ``embedding_lr_scale × learning_rate`` and
+      they get no weight decay: the original Tree-LSTM's second torch parameter group. Scaling
+      the final update is that learning rate exactly, for Adam and Adagrad alike, since both
+      keep per-coordinate statistics and are linear in the learning rate. None: one group.
+  """
+  if optimizer not in OPTIMIZERS:
+    raise ValueError(f"Unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}.")
+  decay = optax.add_decayed_weights(weight_decay)
+  parts = [optax.clip_by_global_norm(grad_clip),
+           decay if embedding_lr_scale is None else optax.masked(decay, _not_embedding),
+           OPTIMIZERS[optimizer](learning_rate)]
+  if embedding_lr_scale is not None:
+    parts.append(optax.masked(optax.scale(embedding_lr_scale), _is_embedding))
+  return optax.apply_if_finite(optax.chain(*parts), max_consecutive_errors=100)
+
+
+def config_optimizer(config) -> optax.GradientTransformation:
+  """:func:`make_optimizer` of an experiment config (training and checkpoint restoring)."""
+  return make_optimizer(config.learning_rate, config.weight_decay, config.grad_clip,
+                        config.optimizer,
+                        config.embedding_lr_scale if config.trainable_embeddings else None)
+
+
+def init_state(params: nnx.State, tx: optax.GradientTransformation, seed: int) -> TrainState:
+  return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params),
+                    jax.random.key_data(jax.random.key(seed)))
+
+
+def zero_totals() -> dict[str, jax.Array]:
+  return {k: jnp.zeros((), jnp.float32) for k in TOTALS}
+
+
+def _accumulate(totals, loss, rows: RowMetrics):
+  w = rows.weights
+  n = jnp.sum(w)
+  out = dict(totals, loss=totals["loss"] + loss * n,
+             correct=totals["correct"] + jnp.sum(rows.correct * w),
+             examples=totals["examples"] + n)
+  if rows.certified is not None:
+    out.update(certified=totals["certified"] + jnp.sum(rows.certified * w),
+               certify_examples=totals["certify_examples"] + n)
+  return out
+
+
+@functools.cache
+def make_train_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
+                    objective: Objective, mesh: Mesh):
+  """The jitted ``step(state, rest, batch, totals) -> (state, totals)``.
+
+  Args:
+    graphdef: of ``nnx.split(model, nnx.Param, ...)``.
+    tx: the optimiser.
+    objective: e.g. :func:`clean_objective` or :func:`arc_objective` (a task's, see
+      :mod:`arc_jax.train.tasks`).
+    mesh: the data mesh; ``state``, ``rest`` (the non-parameter model state) and ``totals`` are
+      replicated on it, ``batch`` sharded along its rows (see :mod:`parallel`).
+
+  ``state`` and ``totals`` are donated: use the returned ones.
+  """
+  def step(state: TrainState, rest: nnx.State, batch, totals):
+    key = jax.random.fold_in(jax.random.wrap_key_data(state.dropout_key), state.step)
+
+    def loss_fn(params):
+      return objective(nnx.merge(graphdef, params, rest), batch, key, state.step)
+
+    (loss, rows), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    new_state = TrainState(state.step + 1, optax.apply_updates(state.params, updates), opt_state,
+                           state.dropout_key)
+    return new_state, _accumulate(totals, loss, rows)
+
+  return jax.jit(step, donate_argnums=(0, 3), out_shardings=parallel.replicated(mesh))
+
+
+@functools.cache
+def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
+  """The jitted ``eval(params, rest, batch) -> {"correct": (B,), "certified": (B,)}``.
+
+  Args:
+    graphdef: of ``nnx.split(model, nnx.Param, ...)``.
+    rows_fn: e.g. :func:`classify_rows` (no ``"certified"`` key then) or
+      ``certify_rows(signature)``.
+    mesh: the data mesh.
+
+  Padding rows are False. The outputs are replicated (a (B,) all-gather), so every host can read
+  them.
+  """
+  def evaluate(params: nnx.State, rest: nnx.State, batch):
+    rows = rows_fn(nnx.merge(graphdef, params, rest), batch)
+    real = rows.weights > 0
+    out = {"correct": real & rows.correct}
+    if rows.certified is not None:
+      out["certified"] = real & rows.certified
+    return out
+
+  return jax.jit(evaluate, out_shardings=parallel.replicated(mesh))
+
+
+def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Iterable,
+                   num_examples: int, place: Callable, *, bar=None,
+                   stop: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
+  """Per-example outcomes bool (n,) of a split, in split order: the eval step's keys.
+
+  Args:
+    eval_step: from :func:`make_eval_step`.
+    params, rest: the model state.
+    batches: the split's batches (``Task.batches``); their ``indices`` (host arrays) place each
+      row.
+    num_examples: n.
+    place: host batch → its sharded arrays (``Task.put``).
+    bar: a tqdm bar advanced once per batch (closed at the end), or None.
+    stop: called before each batch; raises to abandon the evaluation (e.g.
+      :meth:`arc_jax.train.interrupt.StopRequest.raise_if_set`).
+
+  Without a bar the host waits once, at the end; with one it keeps one batch in flight and
+  counts the batches done.
+  """
+  outputs, rows = [], []
+  for batch in batches:
+    if stop is not None:
+      stop()
+    outputs.append(eval_step(params, rest, place(batch)))
+    rows.append(batch.indices)
+    if bar is not None and len(outputs) > 1:
+      jax.block_until_ready(outputs[-2])
+      bar.update()
+  outputs = jax.device_get(outputs)
+  if bar is not None:
+    bar.update(len(outputs) - bar.n)
+    bar.close()
+  flags = {}
+  for out, idx in zip(outputs, rows):
+    real = idx >= 0
+    for name, values in out.items():
+      flags.setdefault(name, np.zeros(num_examples, bool))[idx[real]] = values[real]
+  return flags
