@@ -124,13 +124,6 @@ def _root_logits(graphdef: nnx.GraphDef, state: nnx.State, trees: TreeBatch) -> 
   return logits[jnp.arange(logits.shape[0]), jnp.maximum(trees.num_nodes - 1, 0)]
 
 
-def _put_trees(trees: TreeBatch, mesh: Mesh) -> TreeBatch:
-  """Every (B, ...) array split along its rows; the schedule (flat ids over all trees) whole."""
-  rows = parallel.put(dataclasses.replace(trees, schedule=None), parallel.batch_sharded(mesh))
-  return dataclasses.replace(rows, schedule=parallel.put(trees.schedule,
-                                                         parallel.replicated(mesh)))
-
-
 class TreeTask(Task):
   """Tree-LSTM on SST trees (see the module docstring)."""
 
@@ -181,7 +174,7 @@ class TreeTask(Task):
       yield self._lower(experiment.builder, [trees[i] for i in indices], indices, batch_size)
 
   def put(self, batch: IndexedTrees, mesh: Mesh) -> IndexedTrees:
-    return IndexedTrees(_put_trees(batch.trees, mesh),
+    return IndexedTrees(parallel.put_trees(batch.trees, mesh),
                         parallel.put(batch.indices, parallel.batch_sharded(mesh)))
 
   def doubled(self, experiment, batch: IndexedTrees,
@@ -206,7 +199,7 @@ class TreeTask(Task):
     graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
 
     def predict_root_logits(trees: TreeBatch) -> np.ndarray:
-      logits = _root_logits(graphdef, state, _put_trees(trees, experiment.mesh))
+      logits = _root_logits(graphdef, state, parallel.put_trees(trees, experiment.mesh))
       return multihost_utils.process_allgather(logits, tiled=True)
 
     return exhaustive_tree_robustness(predict_root_logits, experiment.space,
