@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from arc_jax.attacks import (exhaustive_tree_robustness, tree_adversarial_examples,
                              tree_hotflip_robustness, tree_hotflip_search)
-from arc_jax.certify.tree_dp import certify_tree_model
-from arc_jax.nn.tree_models import TreeLSTMClassifier
+from arc_jax.certify.tree_dp import certify_tree_jit
+from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, to_nested, tree_space
 from test_tree_perturbation import WORDS, nested_trees
@@ -62,7 +62,7 @@ def tree_spaces(draw, max_kinds=3):
   return spec, synonyms, draw(st.lists(st.sampled_from(WORDS), max_size=4))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(nested_trees(), min_size=1, max_size=3), tree_spaces(),
        st.sampled_from([1.0, 8.0]), st.integers(0, 4))
 def test_every_candidate_is_a_distinct_member_of_the_tree_space(model, nested, spec, scale,
@@ -87,7 +87,7 @@ def test_every_candidate_is_a_distinct_member_of_the_tree_space(model, nested, s
       assert all(used <= space.budgets)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(nested_trees(max_leaves=5), tree_spaces(max_kinds=1), st.sampled_from([1.0, 8.0]))
 def test_an_unbounded_beam_finds_the_whole_space(model, nested, spec, scale):
   """With one transformation, routes to the same tree use the same picks' count, so a beam that
@@ -96,8 +96,9 @@ def test_an_unbounded_beam_finds_the_whole_space(model, nested, spec, scale):
   tree = from_nested(nested, 2)
   graphdef, state = model
   members = set(space.enumerate(tree))
+  assert len(members) < 128  # 5 leaves, δ ≤ 2, 3 synonyms: at most 1 + 15 + 90
   found = tree_hotflip_search(graphdef, scaled(state, scale), space, [tree], builder_of(space),
-                              beam=len(members) + 3, batch_size=1)[0]
+                              beam=128, batch_size=1)[0]  # one beam (one shape) for every tree
   assert {to_nested(c.tree) for c in found} == members
 
 
@@ -180,27 +181,30 @@ def test_certified_exhaustive_hotflip_and_clean_accuracy_are_ordered(model):
       (("a", "good"), ("movie", ("the", "x"))), ("good", "movie"), "film",
       ((("a", "good"), "movie"), "the"), ("x", ("good", "a")))] * 2
   graphdef, base = model
+  batch = builder.build(trees)
+  certified_total = broken_total = 0
   for scale in (0.05, 1.0, 4.0):
-    m = nnx.merge(graphdef, scaled(base, scale))
-    graphdef, state = nnx.split(m)
+    state = scaled(base, scale)
 
-    def root_logits(batch, m=m):
-      logits = m(batch)
-      return np.asarray(logits[np.arange(batch.shape[0]), np.maximum(batch.num_nodes - 1, 0)])
+    def root_logits(trees, state=state):
+      logits = np.asarray(predict_tree(graphdef, state, trees))
+      return logits[np.arange(len(logits)), np.maximum(trees.num_nodes - 1, 0)]
 
-    batch = builder.build(trees)
-    certified = np.asarray(certify_tree_model(m, space.signature, batch,
-                                              batch.labels).certified)
+    certified = np.asarray(certify_tree_jit(graphdef, space.signature, state, batch,
+                                            batch.labels).certified)
     ex = exhaustive_tree_robustness(root_logits, space, trees, builder, certified=certified,
-                                    shortcut=False, batch_size=8)
+                                    shortcut=False, batch_size=10)
     hf = tree_hotflip_robustness(graphdef, state, space, trees, builder, root_logits, beam=5,
                                  batch_size=2)
     assert not ex.audit_failures
     assert np.all(~certified | ex.robust) and np.all(~ex.robust | hf.robust)
     assert np.all(~hf.robust | hf.correct) and np.array_equal(hf.correct, ex.correct)
+    certified_total += certified.sum()
+    broken_total += np.sum(hf.correct & ~hf.robust)
     for tree, candidates, counterexample in zip(trees, hf.candidates, hf.counterexamples):
       assert set(candidates) <= set(space.enumerate(tree))
       assert counterexample is None or counterexample in candidates
+  assert certified_total > 0 and broken_total > 0  # the order is checked on both kinds
 
 
 def test_adversarial_examples_carry_node_labels(model):

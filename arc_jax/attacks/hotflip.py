@@ -24,6 +24,10 @@ round makes one jitted call: gradients of all unexpanded members (``batch_size �
 width a length bucket, so it compiles once per bucket) together with the suffix
 sums of ∇_e L[p] · e(cur[p + s_k − t_k]) that score the shifted tail of every rewrite. The
 replacement tokens' terms are gathered and summed with numpy over all picks of the round.
+
+The beam, its rounds and the HF protocol are independent of what an example is
+(:class:`BeamSearch`, :func:`search_in_chunks`, :func:`robustness`);
+:mod:`arc_jax.attacks.tree_hotflip` reuses them for trees with its own picks and scores.
 """
 
 from __future__ import annotations
