@@ -220,8 +220,11 @@ def tree_hotflip_search(graphdef: nnx.GraphDef, state, space: TreeSpace, trees: 
       states, e.g. ``(params, rest)``.
     space: the tree space, restricted to the vocabulary.
     trees: n trees; their root labels are the labels of the loss whose increase is estimated.
-    builder: lowers the candidates; built for ``space`` (its Sub slots) with a node count that
-      holds every candidate (the largest tree plus 2 nodes per Dup budget).
+    builder: lowers the candidates; built for ``space`` (its Sub slots) with node buckets that
+      hold every candidate (the largest tree plus 2 nodes per Dup budget). One bucket compiles
+      the gradient once per rewrite kind and number of schedule steps; finer buckets pad the
+      chunks of small trees less (every padded node costs a leaf computation) for more
+      compilations.
     beam: beam width (5 for HF Acc, 1 for adversarial training).
     batch_size: trees searched together; each gradient call has ``batch_size · beam`` rows.
     progress: tqdm bar over trees.
