@@ -17,9 +17,14 @@ The model is rebuilt from the run's ``config.json``: parameters from a checkpoin
 exported model, :mod:`arc_jax.train.export`), the frozen
 embeddings from the data files (so the space, and the synonym lexicon, may differ from
 training). The run's task (:mod:`arc_jax.train.tasks`) supplies the batches, the evaluation
-functions and the enumeration: for Tree-LSTMs an example is a tree, every metric is the root's
-(the root's prediction, certificate, and every tree of S(t) at the root), and ``hf`` is not
-available.
+functions, the enumeration and the HotFlip search: for Tree-LSTMs an example is a tree and every
+metric is the root's (the root's prediction, certificate, and every tree of S(t), or of the
+HotFlip search, at the root).
+
+Every evaluation also reports the size of S(x) per example (``space_size``: max, median and mean
+over the split of the number of application choices, ``Space.count`` / ``TreeSpace.count``), and
+may be limited to the first N examples of the split (``first``), which its results and file
+name record.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import json
 import logging
 import os
 import re
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,7 +43,6 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from arc_jax import parallel
-from arc_jax.attacks import hotflip_robustness
 from arc_jax.data import num_batches
 from arc_jax.data.paths import data_folder
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
@@ -124,8 +129,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                  metrics: Sequence[str] | None = None, shortcut: bool = True,
                  checkpoint: str = "best", synonyms: str | None = None,
                  max_candidates: int | None = None, exhaustive_batch_size: int = 256,
-                 beam: int = 5, progress: bool = True, mesh: Mesh | None = None
-                 ) -> dict[str, Any]:
+                 beam: int = 5, first: int | None = None, progress: bool = True,
+                 mesh: Mesh | None = None) -> dict[str, Any]:
   """Evaluates a run's checkpoint; returns the JSON-ready results.
 
   Args:
@@ -133,8 +138,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     space: spec of the perturbation space; default the run's ``config.space``.
     split: ``"train"``, ``"validation"`` or ``"test"`` (limited like training by the config's
       ``num_*`` fields).
-    metrics: any of ``"acc"``, ``"cf"``, ``"ex"``, ``"hf"`` (``hf`` not for Tree-LSTMs);
-      default every metric the run's model supports. ``ex`` also computes the certificates it
+    metrics: any of ``"acc"``, ``"cf"``, ``"ex"``, ``"hf"``; default every metric the run's
+      model supports. ``ex`` also computes the certificates it
       trusts (shortcut) or audits (no shortcut).
     shortcut: trust certificates in ``ex`` (False: enumerate certified examples too).
     checkpoint: ``"best"`` (the selected epoch) or ``"latest"``.
@@ -142,7 +147,9 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       with every PPDB candidate, ``max_candidates=0``).
     exhaustive_batch_size: rows per predictor call in ``ex`` (a multiple of the devices).
     beam: HotFlip beam width of ``hf`` (candidates per example; 5 as in the paper). The search
-      runs ``eval_batch_size`` sentences together (``eval_batch_size · beam`` gradient rows).
+      runs ``eval_batch_size`` examples together (``eval_batch_size · beam`` gradient rows).
+    first: evaluate the first ``first`` examples of the split only (within the config's
+      ``num_*`` limit); recorded in the results (``"first"``) and in their file name.
     progress: progress bars (one per metric).
     mesh: the data mesh; default all devices.
 
@@ -159,6 +166,9 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   if beam < 1:
     raise ConfigError(f"beam={beam}: HF Acc needs at least one HotFlip candidate per example; "
                       "pass beam >= 1 (--beam, default 5).")
+  if first is not None and first < 1:
+    raise ConfigError(f"first={first}: evaluate at least one example; pass --first N with N >= 1 "
+                      "(or leave it out for the whole split).")
   run = RunDirectory(workdir)
   config = run.config()
   if not (checkpoint == "best" and has_exported_model(run.path)):
@@ -173,6 +183,9 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   for field, value in (("space", space), *lexicon.items()):
     if value is not None:
       config[field] = value
+  if first is not None:
+    limit = config[SPLITS[split]]
+    config[SPLITS[split]] = first if limit is None else min(first, limit)
   validate(config)
   # The data folder: $ARC_DATA_DIR when set, else the run's own if it is still there.
   recorded = config.data_dir and Path(config.data_dir).is_dir() and not os.environ.get(
@@ -183,9 +196,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   metrics = TASKS[config.model].metrics if metrics is None else metrics
   unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics))
   if unavailable:
-    raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models "
-                      "(HotFlip, hf, is implemented for token sequences only); choose from "
-                      f"{TASKS[config.model].metrics}.")
+    raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models; "
+                      f"choose from {TASKS[config.model].metrics}.")
   experiment = build_experiment(config, mesh)
   task, mesh = experiment.task, experiment.mesh
   parallel.check_batch_size(exhaustive_batch_size, mesh, "exhaustive_batch_size")
@@ -196,8 +208,10 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       "checkpoint": {"which": checkpoint, "step": meta["step"],
                      **({"epoch": meta["epoch"]} if "epoch" in meta else {})},
       "split": split, "space": config.space, "synonyms": config.synonyms,
-      "max_candidates": config.max_candidates, "examples": len(data),
-      "empty_examples": task.empty_examples(data), "devices": mesh.size, "metrics": {}}
+      "max_candidates": config.max_candidates, "first": first, "examples": len(data),
+      "empty_examples": task.empty_examples(data),
+      "space_size": _space_size(task.space_sizes(experiment, split)), "devices": mesh.size,
+      "metrics": {}}
   out = results["metrics"]
   flags = {}
   if "acc" in metrics:
@@ -223,15 +237,21 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                         audit_failures=summary["audit_failures"])
   if "hf" in metrics:
     tic = time.perf_counter()
-    hf = hotflip_robustness(experiment.graphdef, (params, experiment.rest), experiment.space,
-                            data.tokens, data.labels, experiment.data.vocab, beam=beam,
-                            batch_size=config.eval_batch_size, progress=progress, mesh=mesh)
+    hf = task.hotflip(experiment, params, split, beam=beam, batch_size=config.eval_batch_size,
+                      progress=progress)
     flags["hf"] = hf.robust
     out["hf"] = _metric(hf.robust, time.perf_counter() - tic, beam=beam,
                         counterexamples_found=sum(c is not None for c in hf.counterexamples),
                         candidates_evaluated=hf.summary()["candidates_evaluated"])
   _check(results, flags)
   return results
+
+
+def _space_size(sizes: Sequence[int]) -> dict[str, Any]:
+  """Max, median and mean of |S(x)| (application choices) over the split; ``max`` exact (an int,
+  possibly beyond 2^63), median and mean as floats."""
+  return {"max": max(sizes), "median": float(statistics.median(sizes)),
+          "mean": float(statistics.fmean(sizes)), "counts": "application choices"}
 
 
 def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
@@ -261,15 +281,17 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
 
 
 def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
-  """``<workdir>/eval/<split>_<space letters and digits>[_<metrics>][_audit].json``.
+  """``<workdir>/eval/<split>[_first<N>]_<space letters and digits>[_<metrics>][_audit].json``.
 
   The metrics are named when ``results`` holds fewer than its model supports (e.g.
-  ``test_Del2Sub2_hf.json``), so a partial evaluation never overwrites a complete one.
+  ``test_Del2Sub2_hf.json``), and an example subset by its size (``test_first100_Sub3.json``),
+  so a partial evaluation never overwrites a complete one.
   """
   held = [m for m in METRICS if m in results["metrics"]]
   partial = "" if set(held) == set(TASKS[results["model"]].metrics) else "_" + "_".join(held)
   space = re.sub(r"[^A-Za-z0-9]+", "", results["space"])
-  name = f"{results['split']}_{space}{partial}{'' if shortcut else '_audit'}.json"
+  subset = "" if results.get("first") is None else f"_first{results['first']}"
+  name = f"{results['split']}{subset}_{space}{partial}{'' if shortcut else '_audit'}.json"
   return Path(workdir) / "eval" / name
 
 

@@ -9,6 +9,7 @@ spans ``jax.devices()``, the global device list; see :func:`put`).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import jax
@@ -55,3 +56,10 @@ def put(tree: Any, sharding: NamedSharding) -> Any:
     return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
   return jax.tree.map(one, tree)
+
+
+def put_trees(trees: Any, mesh: Mesh) -> Any:
+  """A :class:`~arc_jax.perturbation.trees.TreeBatch` on ``mesh``: every (B, ...) array split
+  along its rows, the schedule (flat ids over all trees) whole on every device."""
+  rows = put(dataclasses.replace(trees, schedule=None), batch_sharded(mesh))
+  return dataclasses.replace(rows, schedule=put(trees.schedule, replicated(mesh)))

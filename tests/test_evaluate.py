@@ -13,7 +13,7 @@ from experiment_scripts import load_script
 import arc_jax
 from arc_jax.certify import certify
 from arc_jax.data import paths
-from arc_jax.evaluation import EvaluationError, _check, evaluate_run
+from arc_jax.evaluation import EvaluationError, _check, _space_size, evaluate_run, results_path
 from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
 
 try:
@@ -59,6 +59,7 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path):
   assert metrics["cf"]["count"] == summary["test"]["certified"]
   assert results["checkpoint"] == {"which": "best", "step": 8, "epoch": 0}
   assert results["empty_examples"]["indices"] == []
+  assert results["first"] is None and results["space_size"]["max"] >= results["space_size"]["mean"] >= 1
 
   # The README's one-call loader, as the README writes it, on this run.
   from test_readme import section_blocks  # pylint: disable=import-outside-toplevel
@@ -108,3 +109,17 @@ def test_unknown_metrics_and_bad_beam_name_the_fix(tmp_path):
     evaluate_run(tmp_path, metrics=["acc", "hotflip"])
   with pytest.raises(ConfigError, match=r"beam=0: .* pass beam >= 1 \(--beam"):
     evaluate_run(tmp_path, metrics=["hf"], beam=0)
+  with pytest.raises(ConfigError, match=r"first=0: evaluate at least one example; pass --first N"):
+    evaluate_run(tmp_path, first=0)
+
+
+def test_space_size_statistics_and_subset_file_names(tmp_path):
+  sizes = [1, 3, 10 ** 30, 6]
+  assert _space_size(sizes) == {"max": 10 ** 30, "median": 4.5,
+                                "mean": pytest.approx(2.5e29, rel=1e-12),
+                                "counts": "application choices"}
+  results = {"split": "test", "space": "[(Sub,3)]", "model": "lstm", "first": 100,
+             "metrics": {"acc": {}, "cf": {}}}
+  assert results_path(tmp_path, results, True) == tmp_path / "eval" / "test_first100_Sub3_acc_cf.json"
+  results["first"] = None
+  assert results_path(tmp_path, results, False).name == "test_Sub3_acc_cf_audit.json"

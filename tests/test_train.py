@@ -236,7 +236,8 @@ PAPER_ROWS = {
     "normal": ["lstm", "bilstm"],
     "imdb": ["sub1", "sub2"],
     "tree": ["normal", "arc,del2sub2", "arc,sub2ins2", "arc,del2ins2", "augment,del2sub2",
-             "augment,sub2ins2", "augment,del2ins2"],
+             "augment,sub2ins2", "augment,del2ins2", "hotflip,del2sub2", "hotflip,sub2ins2",
+             "hotflip,del2ins2"],
 }
 
 
@@ -288,14 +289,17 @@ def test_tree_rows_follow_the_original_tree_script():
   assert (augment.name, augment.num_epochs, augment.early_stopping, augment.lambda_max) == (
       "augment_tree_sub2ins2", 30, 5, 0.0)
   assert tree.get_config().name == "arc_tree_del2sub2"
-  with pytest.raises(ValueError, match="No Tree-LSTM row 'hotflip,del2sub2'.*augment,del2ins2"):
-    tree.get_config("hotflip,del2sub2")
+  hotflip = configs["hotflip,del2ins2"]
+  assert (hotflip.name, hotflip.method, hotflip.num_epochs, hotflip.early_stopping,
+          hotflip.lambda_max, hotflip.space) == (
+              "hotflip_tree_del2ins2", "hotflip", 30, 5, 0.0, "[(Del,2),(Ins,2)]")
+  with pytest.raises(ValueError, match="No Tree-LSTM row 'hotflip'.*hotflip,del2ins2"):
+    tree.get_config("hotflip")
 
 
 @pytest.mark.parametrize("changes, message", [
     (dict(dataset="sst_trees"), "not a dataset of model 'lstm'.*config.model='tree_lstm'"),
     (dict(model="tree_lstm"), "not a dataset of model 'tree_lstm'"),
-    (dict(model="tree_lstm", dataset="sst_trees", method="hotflip"), "not available .*'arc'"),
     (dict(model="tree_lstm", dataset="sst_trees", robust_loss="max_of_means"), "'worst_case'"),
     (dict(model="gru"), "'lstm', 'tree_lstm'"),
     (dict(optimizer="sgd"), "'adagrad', 'adam'"),

@@ -24,13 +24,17 @@ round makes one jitted call: gradients of all unexpanded members (``batch_size �
 width a length bucket, so it compiles once per bucket) together with the suffix
 sums of ∇_e L[p] · e(cur[p + s_k − t_k]) that score the shifted tail of every rewrite. The
 replacement tokens' terms are gathered and summed with numpy over all picks of the round.
+
+The beam, its rounds and the HF protocol are independent of what an example is
+(:class:`BeamSearch`, :func:`search_in_chunks`, :func:`robustness`);
+:mod:`arc_jax.attacks.tree_hotflip` reuses them for trees with its own picks and scores.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -111,7 +115,7 @@ class HotFlipResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Matches:
+class Matches:
   """The windows of the original string where one transformation T_k applies.
 
   Attributes:
@@ -141,6 +145,10 @@ class _Member:
   positions: np.ndarray
   expanded: bool = False
 
+  @property
+  def key(self) -> Tokens:
+    return self.candidate.tokens
+
 
 def _member(space: Space, x: Tokens, picks: tuple[Pick, ...], score: float) -> _Member:
   """The member applying ``picks`` (sorted by start, non-overlapping) to ``x``."""
@@ -159,7 +167,7 @@ def _member(space: Space, x: Tokens, picks: tuple[Pick, ...], score: float) -> _
   return _Member(HotFlipCandidate(tuple(tokens), score, picks), np.cumsum(covered), positions)
 
 
-def _matches(space: Space, x: Tokens, vocab: Mapping[str, int]) -> list[_Matches]:
+def matches(space: Space, x: Tokens, vocab: Mapping[str, int]) -> list[Matches]:
   """Picks of every transformation on ``x`` (the space restricted to ``vocab``)."""
   windows = space.windows(x)
   out = []
@@ -169,7 +177,7 @@ def _matches(space: Space, x: Tokens, vocab: Mapping[str, int]) -> list[_Matches
       starts += [i] * len(per_k[k])
       replacements += per_k[k]
     ids = np.array([[vocab[w] for w in r] for r in replacements], np.int64).reshape(len(replacements), t.t)
-    out.append(_Matches(np.array(starts, np.int64), ids, tuple(replacements)))
+    out.append(Matches(np.array(starts, np.int64), ids, tuple(replacements)))
   return out
 
 
@@ -221,7 +229,7 @@ def _first_order_terms(graphdef: nnx.GraphDef, state: nnx.State, shift: jax.Arra
 
 
 @dataclasses.dataclass(frozen=True)
-class _Devices:
+class Devices:
   """Where the attack's jitted calls run: the default device (``mesh`` None), or every device of
   ``mesh`` with the rows of each call split over them (the state replicated). Every host runs
   the same search on the same sentences and gathers every call's outputs."""
@@ -246,13 +254,17 @@ class _Devices:
   def put_rows(self, *arrays: np.ndarray):
     return arrays if self.mesh is None else parallel.put(arrays, parallel.batch_sharded(self.mesh))
 
+  def put_trees(self, trees):
+    """A :class:`~arc_jax.perturbation.trees.TreeBatch` split by rows (``parallel.put_trees``)."""
+    return trees if self.mesh is None else parallel.put_trees(trees, self.mesh)
+
   def fetch(self, tree):
     if self.mesh is None:
       return jax.device_get(tree)
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
-def _merged(graphdef: nnx.GraphDef, state) -> tuple[nnx.GraphDef, nnx.State]:
+def merged(graphdef: nnx.GraphDef, state) -> tuple[nnx.GraphDef, nnx.State]:
   """(graphdef, one state) from a state or a tuple of states (e.g. ``(params, rest)``)."""
   if isinstance(state, tuple):
     return nnx.split(nnx.merge(graphdef, *state))
@@ -271,20 +283,23 @@ def _pad_rows(rows: Sequence[Tokens], vocab: Mapping[str, int], count: int
   return ids, lengths
 
 
-class _Search:
-  """The beam searches of one chunk of sentences, advanced together round by round."""
+class BeamSearch:
+  """The beam searches of one chunk of examples, advanced together round by round.
 
-  def __init__(self, graphdef, state, space: Space, sentences: Sequence[Tokens],
-               labels: np.ndarray, vocab: Mapping[str, int], embeddings: np.ndarray, beam: int,
-               rows: int, devices: _Devices):
-    self.graphdef, self.state, self.space, self.vocab = graphdef, state, space, vocab
-    self.sentences, self.labels, self.embeddings = sentences, labels, embeddings
-    self.beam, self.rows, self.devices = beam, rows, devices
-    self.matches = [_matches(space, x, vocab) for x in sentences]
-    self.beams = [[_member(space, x, (), 0.0)] for x in sentences]
+  The search of the module docstring for any kind of example: for each (T_k, δ_k), δ_k rounds;
+  a round expands every member not yet expanded for T_k by each pick it can still take
+  (:meth:`available`), scores all children of the chunk at once (:meth:`scores`: one jitted
+  call) and keeps, per example, the ``beam`` best distinct members (:meth:`select`). Subclasses
+  supply the three methods and :meth:`child`; members need ``candidate`` (with ``score``),
+  ``key`` (what makes two members the same) and ``expanded``.
+  """
 
-  def run(self) -> list[tuple[HotFlipCandidate, ...]]:
-    for k, delta in enumerate(self.space.budgets):
+  def __init__(self, budgets: Sequence[int], beams: list[list], beam: int):
+    self.budgets, self.beams, self.beam = tuple(budgets), beams, beam
+
+  def run(self) -> list[tuple]:
+    """Per example, the candidates of its final beam, best score first."""
+    for k, delta in enumerate(self.budgets):
       for members in self.beams:
         for m in members:
           m.expanded = False
@@ -293,10 +308,18 @@ class _Search:
           break
     return [tuple(m.candidate for m in members) for members in self.beams]
 
-  def _available(self, j: int, m: _Member, k: int) -> np.ndarray:
-    """bool (P,): the picks of T_k on sentence j whose window ``m`` leaves untouched."""
-    starts, s = self.matches[j][k].starts, self.space.transformations[k].s
-    return m.covered[starts + s] == m.covered[starts]
+  def available(self, j: int, m, k: int) -> np.ndarray:
+    """bool (P,): which picks of T_k on example j member ``m`` can still take."""
+    raise NotImplementedError
+
+  def scores(self, k: int, todo: list[tuple[int, Any, np.ndarray]]) -> np.ndarray:
+    """Scores of every child of a round, flat in the order of ``todo`` ((example, member,
+    pick indices) per expanded member): parent score plus the first-order gain."""
+    raise NotImplementedError
+
+  def child(self, j: int, k: int, parent, p: int, score: float):
+    """The member that adds pick p of T_k to ``parent`` (example j), with ``score``."""
+    raise NotImplementedError
 
   def _round(self, k: int) -> bool:
     """Expands every unexpanded member by T_k; False if no member had a pick to try."""
@@ -305,11 +328,58 @@ class _Search:
       for m in members:
         if not m.expanded:
           m.expanded = True
-          available = self._available(j, m, k)
+          available = self.available(j, m, k)
           if available.any():
             todo.append((j, m, np.flatnonzero(available)))
     if not todo:
       return False
+    scores = self.scores(k, todo)
+    first = np.cumsum([0] + [len(p) for _, _, p in todo])
+    children: dict[int, list] = {}
+    for r, (j, m, p) in enumerate(todo):
+      children.setdefault(j, []).append((m, p, scores[first[r]:first[r + 1]]))
+    for j, expansions in children.items():
+      self.beams[j] = self.select(j, k, expansions)
+    return True
+
+  def select(self, j: int, k: int, expansions: list) -> list:
+    """The ``beam`` best distinct members among the current members and their children."""
+    members = self.beams[j]
+    specs = [(m, pick) for m, picks, _ in expansions for pick in picks]
+    scores = np.concatenate([[m.candidate.score for m in members]]
+                            + [s for _, _, s in expansions])
+    kept, seen = [], set()
+    for o in np.argsort(-scores, kind="stable"):
+      if o < len(members):
+        member = members[o]
+      else:
+        parent, pick = specs[o - len(members)]
+        member = self.child(j, k, parent, pick, float(scores[o]))
+      if member.key not in seen:
+        seen.add(member.key)
+        kept.append(member)
+        if len(kept) == self.beam:
+          break
+    return kept
+
+
+class _Search(BeamSearch):
+  """The beam searches of one chunk of sentences."""
+
+  def __init__(self, graphdef, state, space: Space, sentences: Sequence[Tokens],
+               labels: np.ndarray, vocab: Mapping[str, int], embeddings: np.ndarray, beam: int,
+               rows: int, devices: Devices):
+    self.graphdef, self.state, self.space, self.vocab = graphdef, state, space, vocab
+    self.sentences, self.labels, self.embeddings = sentences, labels, embeddings
+    self.rows, self.devices = rows, devices
+    self.matches = [matches(space, x, vocab) for x in sentences]
+    super().__init__(space.budgets, [[_member(space, x, (), 0.0)] for x in sentences], beam)
+
+  def available(self, j: int, m: _Member, k: int) -> np.ndarray:
+    starts, s = self.matches[j][k].starts, self.space.transformations[k].s
+    return m.covered[starts + s] == m.covered[starts]
+
+  def scores(self, k: int, todo: list) -> np.ndarray:
     t = self.space.transformations[k]
     ids, lengths = _pad_rows([m.candidate.tokens for _, m, _ in todo], self.vocab, self.rows)
     labels = np.zeros((self.rows,), np.int32)
@@ -333,49 +403,67 @@ class _Search:
       spots = np.minimum(spots, ids.shape[1] - 1)
       diff = self.embeddings[replacement_ids] - self.embeddings[ids[row[:, None], spots]]
       gain += np.sum(np.einsum("qje,qje->qj", grads[row[:, None], spots], diff) * inside, axis=1)
-    scores = parent + gain
+    return parent + gain
 
-    first = np.cumsum([0] + [len(p) for _, _, p in todo])
-    children: dict[int, list] = {}
-    for r, (j, m, p) in enumerate(todo):
-      children.setdefault(j, []).append((m, p, scores[first[r]:first[r + 1]]))
-    for j, expansions in children.items():
-      self.beams[j] = self._select(j, k, expansions)
-    return True
-
-  def _select(self, j: int, k: int, expansions: list) -> list[_Member]:
-    """The ``beam`` best distinct strings among the current members and their children."""
-    members = self.beams[j]
-    specs = [(m, pick) for m, picks, _ in expansions for pick in picks]
-    scores = np.concatenate([[m.candidate.score for m in members]]
-                            + [s for _, _, s in expansions])
-    kept, seen = [], set()
-    for o in np.argsort(-scores, kind="stable"):
-      if o < len(members):
-        member = members[o]
-      else:
-        parent, pick = specs[o - len(members)]
-        member = self._child(j, k, parent, pick, float(scores[o]))
-      if member.candidate.tokens not in seen:
-        seen.add(member.candidate.tokens)
-        kept.append(member)
-        if len(kept) == self.beam:
-          break
-    return kept
-
-  def _child(self, j: int, k: int, parent: _Member, p: int, score: float) -> _Member:
-    matches = self.matches[j][k]
-    pick = Pick(int(matches.starts[p]), k, matches.replacements[p])
+  def child(self, j: int, k: int, parent: _Member, p: int, score: float) -> _Member:
+    found = self.matches[j][k]
+    pick = Pick(int(found.starts[p]), k, found.replacements[p])
     picks = tuple(sorted(parent.candidate.picks + (pick,), key=lambda q: q.start))
     return _member(self.space, self.sentences[j], picks, score)
 
 
-def _check_inputs(sentences: Sequence[Tokens], labels: np.ndarray, vocab: Mapping[str, int],
-                  beam: int, batch_size: int) -> None:
+def check_search_settings(beam: int, batch_size: int) -> None:
   if beam < 1:
     raise ValueError(f"beam must be >= 1, got {beam}.")
   if batch_size < 1:
     raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+
+
+def search_in_chunks(sizes: Sequence[int], batch_size: int, progress: bool,
+                     search: Callable[[np.ndarray], BeamSearch]) -> list[tuple]:
+  """Runs ``search(indices)`` on chunks of ``batch_size`` examples sorted by size (so each
+  chunk's rows pad to a small bucket); per example, its candidates."""
+  order = np.argsort(sizes, kind="stable")
+  out: list[tuple] = [()] * len(sizes)
+  with tqdm(total=len(sizes), unit="example", desc="hotflip", disable=not progress) as bar:
+    for start in range(0, len(order), batch_size):
+      chunk = order[start:start + batch_size]
+      for i, found in zip(chunk, search(chunk).run()):
+        out[i] = found
+      bar.update(len(chunk))
+  return out
+
+
+def robustness(examples: Sequence, labels: np.ndarray, classify: Callable[[list], np.ndarray],
+               attack: Callable[[np.ndarray], list[Sequence]]) -> HotFlipResult:
+  """HF Acc of any kind of example: robust iff x and every candidate of ``attack`` are
+  classified as the label; examples whose clean prediction is wrong are not attacked.
+
+  Args:
+    examples: the n examples.
+    labels: int (n,).
+    classify: predicted classes of a list of members.
+    attack: ``attack(indices)`` → per index, its candidates (members of S(x)).
+  """
+  correct = classify(list(examples)) == labels
+  attacked = np.flatnonzero(correct)
+  candidates: list[tuple] = [()] * len(examples)
+  for i, found in zip(attacked, attack(attacked)):
+    candidates[i] = tuple(found)
+  flat = [s for found in candidates for s in found]
+  owner = np.repeat(np.arange(len(examples)), [len(c) for c in candidates]).astype(np.int64)
+  wrong = classify(flat) != labels[owner]
+  robust = correct.copy()
+  robust[owner[wrong]] = False
+  counterexamples: list = [None] * len(examples)
+  for q in np.flatnonzero(wrong)[::-1]:  # the best-ranked one is written last
+    counterexamples[owner[q]] = flat[q]
+  return HotFlipResult(correct, robust, tuple(candidates), tuple(counterexamples))
+
+
+def _check_inputs(sentences: Sequence[Tokens], labels: np.ndarray, vocab: Mapping[str, int],
+                  beam: int, batch_size: int) -> None:
+  check_search_settings(beam, batch_size)
   if len(sentences) != len(labels):
     raise ValueError(f"Got {len(sentences)} sentences and {len(labels)} labels; pass one label "
                      "per sentence.")
@@ -413,22 +501,16 @@ def hotflip_search(graphdef: nnx.GraphDef, state, space: Space,
   sentences = [tuple(s) for s in sentences]
   labels = np.asarray(labels, np.int64).reshape(-1)
   _check_inputs(sentences, labels, vocab, beam, batch_size)
-  graphdef, state = _merged(graphdef, state)
+  graphdef, state = merged(graphdef, state)
   space = space.restricted_to(vocab)
   embeddings = np.asarray(nnx.merge(graphdef, state).embeddings[...])
-  devices = _Devices(mesh)
+  devices = Devices(mesh)
   state = devices.state(state)
-  order = np.argsort([len(s) for s in sentences], kind="stable")
-  out: list[tuple[HotFlipCandidate, ...]] = [()] * len(sentences)
-  with tqdm(total=len(sentences), unit="sentence", desc="hotflip", disable=not progress) as bar:
-    for start in range(0, len(order), batch_size):
-      chunk = order[start:start + batch_size]
-      search = _Search(graphdef, state, space, [sentences[i] for i in chunk], labels[chunk],
-                       vocab, embeddings, beam, devices.rows(batch_size * beam), devices)
-      for i, found in zip(chunk, search.run()):
-        out[i] = found
-      bar.update(len(chunk))
-  return out
+  rows = devices.rows(batch_size * beam)
+  return search_in_chunks(
+      [len(s) for s in sentences], batch_size, progress,
+      lambda chunk: _Search(graphdef, state, space, [sentences[i] for i in chunk], labels[chunk],
+                            vocab, embeddings, beam, rows, devices))
 
 
 def hotflip_candidates(graphdef: nnx.GraphDef, state, space: Space,
@@ -455,7 +537,7 @@ def adversarial_examples(graphdef: nnx.GraphDef, state, space: Space,
 
 
 def _predicted(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[Tokens],
-               vocab: Mapping[str, int], rows: int, devices: _Devices) -> np.ndarray:
+               vocab: Mapping[str, int], rows: int, devices: Devices) -> np.ndarray:
   """Predicted class (len(strings),) of each string, in batches of ``rows`` sorted by length."""
   order = np.argsort([len(s) for s in strings], kind="stable")
   out = np.zeros(len(strings), np.int64)
@@ -488,24 +570,13 @@ def hotflip_robustness(graphdef: nnx.GraphDef, state, space: Space,
   sentences = [tuple(s) for s in sentences]
   labels = np.asarray(labels, np.int64).reshape(-1)
   _check_inputs(sentences, labels, vocab, beam, batch_size)
-  graphdef, state = _merged(graphdef, state)
-  devices = _Devices(mesh)
+  graphdef, state = merged(graphdef, state)
+  devices = Devices(mesh)
   rows = devices.rows(batch_size * beam)
   placed = devices.state(state)
-  correct = _predicted(graphdef, placed, sentences, vocab, rows, devices) == labels
-  attacked = np.flatnonzero(correct)
-  found = hotflip_candidates(graphdef, state, space, [sentences[i] for i in attacked],
-                             labels[attacked], vocab, beam=beam, batch_size=batch_size,
-                             progress=progress, mesh=mesh)
-  candidates: list[tuple[Tokens, ...]] = [()] * len(sentences)
-  for i, strings in zip(attacked, found):
-    candidates[i] = tuple(strings)
-  flat = [s for strings in candidates for s in strings]
-  owner = np.repeat(np.arange(len(sentences)), [len(c) for c in candidates])
-  wrong = _predicted(graphdef, placed, flat, vocab, rows, devices) != labels[owner]
-  robust = correct.copy()
-  robust[owner[wrong]] = False
-  counterexamples: list[Tokens | None] = [None] * len(sentences)
-  for q in np.flatnonzero(wrong)[::-1]:  # the best-ranked one is written last
-    counterexamples[owner[q]] = flat[q]
-  return HotFlipResult(correct, robust, tuple(candidates), tuple(counterexamples))
+  return robustness(
+      sentences, labels,
+      lambda strings: _predicted(graphdef, placed, strings, vocab, rows, devices),
+      lambda attacked: hotflip_candidates(
+          graphdef, state, space, [sentences[i] for i in attacked], labels[attacked], vocab,
+          beam=beam, batch_size=batch_size, progress=progress, mesh=mesh))

@@ -1,9 +1,9 @@
 """Evaluates a trained run: ``arc-evaluate`` or ``python experiments/evaluate.py`` --workdir RUN
-[--space SPEC] [--split test] [--metrics acc,cf,ex,hf] [--beam 5] [--no-shortcut]
+[--space SPEC] [--split test] [--metrics acc,cf,ex,hf] [--beam 5] [--first N] [--no-shortcut]
 [--checkpoint best|latest] [--output FILE] [--multihost ...].
 
-Writes the results JSON to RUN/eval/<split>_<space>[_<metrics>][_audit].json (metrics named when
-fewer than the model's; and to --output) and prints it. Exits with status 1 if CF ≤ EX ≤ HF ≤
+Writes the results JSON to RUN/eval/<split>[_first<N>]_<space>[_<metrics>][_audit].json (metrics
+named when fewer than the model's; and to --output) and prints it. Exits with status 1 if CF ≤ EX ≤ HF ≤
 Acc fails (per example, over the metrics computed) or, with --no-shortcut, if a certified example
 has a misclassified member (an audit failure); with status 2 and one line naming the fix if a
 setting does not fit the run (the run directory and its checkpoint are checked before any data
@@ -30,8 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--space", help="perturbation space spec (default: the run's space)")
   parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
   parser.add_argument("--metrics",
-                      help=f"comma-separated subset of {','.join(METRICS)} (default: all the "
-                      "run's model supports; Tree-LSTMs: acc,cf,ex)")
+                      help=f"comma-separated subset of {','.join(METRICS)} (default: all)")
   parser.add_argument("--shortcut", action=argparse.BooleanOptionalAction, default=True,
                       help="count certified examples as robust without enumerating them "
                       "(--no-shortcut enumerates and audits them)")
@@ -43,6 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--exhaustive-batch-size", type=int, default=256)
   parser.add_argument("--beam", type=int, default=5,
                       help="HotFlip beam width of hf: candidates per example (default 5)")
+  parser.add_argument("--first", type=int, metavar="N",
+                      help="evaluate the first N examples of the split only (recorded in the "
+                      "results and their file name)")
   parser.add_argument("--output", help="also write the results JSON here")
   parser.add_argument("--no-progress", action="store_true", help="no progress bars")
   parser.add_argument("--multihost", action="store_true", help=common.MULTIHOST_HELP["multihost"])
@@ -65,7 +67,8 @@ def main(argv=None) -> int:
           metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,
           checkpoint=args.checkpoint, synonyms=args.synonyms,
           max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
-          beam=args.beam, progress=not args.no_progress and jax.process_index() == 0), 0
+          beam=args.beam, first=args.first,
+          progress=not args.no_progress and jax.process_index() == 0), 0
   except EvaluationError as error:
     print(error, file=sys.stderr)
     results, status = error.results, 1

@@ -131,7 +131,7 @@ def flat_children(batch: TreeBatch) -> tuple[jax.Array, jax.Array]:
   return flat(jnp.asarray(batch.left)), flat(jnp.asarray(batch.right))
 
 
-def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=()):
+def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=(), *, offsets: bool = False):
   """Fills the internal-node rows of a node buffer, one scheduled step at a time.
 
   Args:
@@ -142,6 +142,10 @@ def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=()):
       given the buffer rows of their children (pytrees of (W, ...) arrays). It is differentiated
       with respect to ``params`` only: what it closes over is a constant.
     params: pytree of arrays (e.g. a module's ``nnx.State``) passed to every ``combine``.
+    offsets: add each internal node's computed row to its input row instead of replacing it.
+      With zero input rows the result is the same, and the gradient with respect to the input
+      row of any node is then the gradient with respect to that node's row (its state), which
+      tree HotFlip's first-order scores need (:mod:`arc_jax.attacks.tree_hotflip`).
 
   Returns:
     The buffer after all S steps (a ``lax.scan``): every internal node's row is computed after
@@ -154,7 +158,7 @@ def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=()):
   O(W) rows per step, instead of autodiff's full-buffer cotangents per step.
   """
   left, right = flat_children(batch)
-  return _fill(combine, params, buffer, left, right, jnp.asarray(batch.schedule))
+  return _fill(combine, offsets, params, buffer, left, right, jnp.asarray(batch.schedule))
 
 
 def _take(tree, idx):
@@ -199,8 +203,8 @@ def _float_only(tree):
   return jax.tree.map(lambda x: x if jnp.issubdtype(x.dtype, jnp.inexact) else None, tree)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _fill(combine, params, buffer, left, right, schedule):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _fill(combine, offsets, params, buffer, left, right, schedule):
   """:func:`bottom_up` on flat child ids ``left``, ``right`` (B·N + 1,) and the schedule."""
   noop = left.shape[0] - 1
   width = schedule.shape[1]
@@ -212,17 +216,19 @@ def _fill(combine, params, buffer, left, right, schedule):
     rows_l, rows_r = _take(buf, left[nodes]), _take(buf, right[nodes])
     new = _on_prefix(compute, nodes, noop, lambda l, r, n: l, rows_l, rows_r, nodes)
     dest = _real(nodes, noop, nodes)
-    return jax.tree.map(lambda a, rows: a.at[dest].set(rows, mode="drop"), buf, new), None
+    write = (lambda a, rows: a.at[dest].add(rows, mode="drop")) if offsets else (
+        lambda a, rows: a.at[dest].set(rows, mode="drop"))
+    return jax.tree.map(write, buf, new), None
 
   return jax.lax.scan(step, buffer, schedule)[0]
 
 
-def _fill_fwd(combine, params, buffer, left, right, schedule):
-  out = _fill.fun(combine, params, buffer, left, right, schedule)
+def _fill_fwd(combine, offsets, params, buffer, left, right, schedule):
+  out = _fill.fun(combine, offsets, params, buffer, left, right, schedule)
   return out, (params, out, left, right, schedule)
 
 
-def _fill_bwd(combine, residuals, ct_out):
+def _fill_bwd(combine, offsets, residuals, ct_out):
   """The VJP of :func:`_fill`: a reverse scan over the schedule, one cotangent buffer.
 
   Correct because every real node's row is written once, by its step, after its children's rows
@@ -231,7 +237,8 @@ def _fill_bwd(combine, residuals, ct_out):
   (``jax.vjp`` on its real entries). Going backwards, a node's row has received its parent's share
   when its own step is reached, so its cotangent is complete there and is passed on to its
   children's rows and the params; the rows of written nodes are zeroed at the end (their input
-  values were overwritten). Padded entries, whose rows are dropped, get and pass on no cotangent;
+  values were overwritten; with ``offsets`` they were added to, so their cotangent is the row's,
+  complete at the end). Padded entries, whose rows are dropped, get and pass on no cotangent;
   integer and bool arrays get none (None).
   """
   params, out, left, right, schedule = residuals
@@ -263,8 +270,9 @@ def _fill_bwd(combine, residuals, ct_out):
 
   init = (_float_only(ct_out), jax.tree.map(jnp.zeros_like, _float_only(params)))
   ct_buf, ct_params = jax.lax.scan(step, init, schedule, reverse=True)[0]
-  written = _real(schedule, noop, schedule).reshape(-1)
-  ct_buf = jax.tree.map(lambda ct: ct.at[written].set(0, mode="drop"), ct_buf)
+  if not offsets:
+    written = _real(schedule, noop, schedule).reshape(-1)
+    ct_buf = jax.tree.map(lambda ct: ct.at[written].set(0, mode="drop"), ct_buf)
   return ct_params, ct_buf, None, None, None
 
 
@@ -349,16 +357,32 @@ class TreeLSTMClassifier(nnx.Module):
     """Node states (B, N, ..., H) → logits (B, N, ..., K); arrays or intervals."""
     return self.out(self.dropped(h, scale))
 
-  def node_states(self, batch: TreeBatch, in_scale: jax.Array | None = None) -> jax.Array:
-    """h of every node (B, N, H) (zeros at padding)."""
+  def node_buffer(self, batch: TreeBatch, in_scale: jax.Array | None = None,
+                  offsets: State | None = None) -> State:
+    """(h, c) of every node as flat rows (B·N + 1, H): row ``b·N + n`` for node n of tree b, the
+    last row zero.
+
+    ``offsets`` (each (B·N + 1, H), zeros in practice) are added to every node's state as it is
+    computed (:func:`bottom_up`), so the gradient with respect to them is each node's state
+    gradient.
+    """
     chex.assert_rank(batch.token_ids, 2)
     rows, n_pad = batch.shape
     h, c = self.cell.leaf(jax.nn.relu(self.input_pre_activation(batch.token_ids, in_scale)))
     noop = jnp.zeros((1, self.hidden), h.dtype)
     buffer = tuple(jnp.concatenate([a.reshape(rows * n_pad, -1), noop]) for a in (h, c))
+    if offsets is not None:  # internal rows are added to, so they start at the offsets
+      leaf = jnp.concatenate([jnp.asarray(batch.left).reshape(-1) < 0, jnp.zeros(1, bool)])
+      buffer = jax.tree.map(lambda a, o: jnp.where(leaf[:, None], a, 0) + o, buffer,
+                            tuple(offsets))
     graphdef, cell_state = nnx.split(self.cell)
-    h, _ = bottom_up(buffer, batch, lambda p, l, r, _: nnx.merge(graphdef, p)(l, r), cell_state)
-    return h[:-1].reshape(rows, n_pad, self.hidden)
+    return bottom_up(buffer, batch, lambda p, l, r, _: nnx.merge(graphdef, p)(l, r), cell_state,
+                     offsets=offsets is not None)
+
+  def node_states(self, batch: TreeBatch, in_scale: jax.Array | None = None) -> jax.Array:
+    """h of every node (B, N, H) (zeros at padding)."""
+    h, _ = self.node_buffer(batch, in_scale)
+    return h[:-1].reshape(batch.shape + (self.hidden,))
 
   def __call__(self, batch: TreeBatch, dropout_key: jax.Array | None = None) -> jax.Array:
     """Logits (B, N, K) of every node (meaningless at padding nodes)."""

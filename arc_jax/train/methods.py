@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 from flax import nnx
 
-from arc_jax.attacks import adversarial_examples
 from arc_jax.data import Batch
 
 if TYPE_CHECKING:
@@ -64,20 +63,19 @@ def random_members(experiment: Experiment) -> BatchTransform:
 
 def hotflip_members(experiment: Experiment) -> BatchTransform:
   """HotFlip adversarial training: each batch of B rows becomes 2B rows, x and the top-1 HotFlip
-  string of x under ``experiment.space`` (``arc_jax.attacks.adversarial_examples``, beam 1, as
-  the original; x itself when no rewrite scores above 0).
+  member of S(x) under ``experiment.space`` (``Task.adversarial_examples``: beam 1, as the
+  original; x itself when no rewrite scores above 0; trees keep their node labels as in data
+  augmentation).
 
   The attack uses the current parameters without dropout (the original's ``model.eval()``) and
-  is a function of them, so a resumed run makes the same strings.
+  is a function of them, so a resumed run makes the same members.
   """
-  vocab, space = experiment.data.vocab, experiment.space
-  graphdef, rest, batch_size = experiment.graphdef, experiment.rest, experiment.config.batch_size
+  task = experiment.task
 
   def transform(batch: Batch, step: int, params: nnx.State) -> Batch:
     del step
-    return experiment.task.doubled(experiment, batch, lambda rows, labels: adversarial_examples(
-        graphdef, (params, rest), space, rows, labels, vocab, batch_size=batch_size,
-        mesh=experiment.mesh))
+    return task.doubled(experiment, batch, lambda rows, labels: task.adversarial_examples(
+        experiment, params, rows, labels))
 
   return transform
 

@@ -24,7 +24,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from arc_jax.attacks import ExhaustiveResult
+from arc_jax.attacks import ExhaustiveResult, HotFlipResult
 from arc_jax.data import ExperimentData
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.train.steps import Objective, RowsFn
@@ -138,6 +138,21 @@ class Task(abc.ABC):
                  certified: np.ndarray, *, shortcut: bool, batch_size: int,
                  progress: bool) -> ExhaustiveResult:
     """EX: enumerate S(x) of the examples of ``split`` (see :mod:`arc_jax.attacks.exhaustive`)."""
+
+  @abc.abstractmethod
+  def hotflip(self, experiment: Experiment, params: nnx.State, split: str, *, beam: int,
+              batch_size: int, progress: bool) -> HotFlipResult:
+    """HF: the HotFlip beam search (``beam`` candidates per example) on ``split``."""
+
+  @abc.abstractmethod
+  def adversarial_examples(self, experiment: Experiment, params: nnx.State, examples: list,
+                           labels: np.ndarray) -> list:
+    """HotFlip adversarial training's partners: the top-1 (beam 1) HotFlip member of S(x) of
+    each example, with the current ``params``."""
+
+  @abc.abstractmethod
+  def space_sizes(self, experiment: Experiment, split: str) -> list[int]:
+    """|S(x)| of every example of ``split``, counted as application choices (``count``)."""
 
   @abc.abstractmethod
   def empty_examples(self, split_data) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from arc_jax import parallel
-from arc_jax.attacks import ExhaustiveResult, augment_batch, exhaustive_robustness
+from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, adversarial_examples, augment_batch,
+                             exhaustive_robustness, hotflip_robustness)
 from arc_jax.certify import certify_model
 from arc_jax.data import Batch, ExperimentData, iterate_batches, make_batch, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier, predict
@@ -155,6 +156,22 @@ class SequenceTask(Task):
     return exhaustive_robustness(predict_logits, experiment.space, data.tokens, data.labels,
                                  experiment.data.vocab, certified=certified, shortcut=shortcut,
                                  batch_size=batch_size, progress=progress)
+
+  def hotflip(self, experiment, params: nnx.State, split: str, *, beam: int, batch_size: int,
+              progress: bool) -> HotFlipResult:
+    data = experiment.splits[split]
+    return hotflip_robustness(experiment.graphdef, (params, experiment.rest), experiment.space,
+                              data.tokens, data.labels, experiment.data.vocab, beam=beam,
+                              batch_size=batch_size, progress=progress, mesh=experiment.mesh)
+
+  def adversarial_examples(self, experiment, params: nnx.State, examples: list,
+                           labels: np.ndarray) -> list:
+    return adversarial_examples(experiment.graphdef, (params, experiment.rest),
+                                experiment.space, examples, labels, experiment.data.vocab,
+                                batch_size=experiment.config.batch_size, mesh=experiment.mesh)
+
+  def space_sizes(self, experiment, split: str) -> list[int]:
+    return [experiment.space.count(x) for x in experiment.splits[split].tokens]
 
   def empty_examples(self, split_data) -> dict[str, Any]:
     return {"indices": [i for i, t in enumerate(split_data.tokens) if not t],

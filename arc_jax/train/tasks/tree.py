@@ -9,9 +9,10 @@
   node's logits over every tree its subtree becomes); ``(1 − λ)·clean + λ·robust``.
 * Metrics per example are the root's: correct = root prediction equals the root label,
   certified = root certified (:class:`~arc_jax.certify.tree_dp.TreeCertificate`).
-* EX enumerates S(t) exactly (:meth:`~arc_jax.perturbation.trees.TreeSpace.enumerate`);
-  data augmentation draws uniformly over application choices
-  (:func:`~arc_jax.attacks.sample_tree_member`), carrying node labels over.
+* EX enumerates S(t) exactly (:meth:`~arc_jax.perturbation.trees.TreeSpace.enumerate`); HF and
+  HotFlip adversarial training search S(t) with :mod:`arc_jax.attacks.tree_hotflip`; data
+  augmentation draws uniformly over application choices
+  (:func:`~arc_jax.attacks.sample_tree_member`); both carry node labels over.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from arc_jax import parallel
-from arc_jax.attacks import ExhaustiveResult, exhaustive_tree_robustness, sample_tree_member
+from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, exhaustive_tree_robustness,
+                             sample_tree_member, tree_adversarial_examples,
+                             tree_hotflip_robustness)
 from arc_jax.certify.tree_dp import certify_tree_model
 from arc_jax.data import ExperimentData, Tree, batch_order, prepare_tree_data
 from arc_jax.nn.tree_models import TreeLSTMClassifier
@@ -124,22 +127,14 @@ def _root_logits(graphdef: nnx.GraphDef, state: nnx.State, trees: TreeBatch) -> 
   return logits[jnp.arange(logits.shape[0]), jnp.maximum(trees.num_nodes - 1, 0)]
 
 
-def _put_trees(trees: TreeBatch, mesh: Mesh) -> TreeBatch:
-  """Every (B, ...) array split along its rows; the schedule (flat ids over all trees) whole."""
-  rows = parallel.put(dataclasses.replace(trees, schedule=None), parallel.batch_sharded(mesh))
-  return dataclasses.replace(rows, schedule=parallel.put(trees.schedule,
-                                                         parallel.replicated(mesh)))
-
-
 class TreeTask(Task):
   """Tree-LSTM on SST trees (see the module docstring)."""
 
   name = "tree_lstm"
   datasets = ("sst_trees",)
-  unsupported_methods = ("hotflip",)  # HotFlip searches token sequences
   robust_losses = ("worst_case",)
   trainable_embeddings = True
-  metrics = ("acc", "cf", "ex")
+  metrics = ("acc", "cf", "ex", "hf")
 
   check_space = staticmethod(tree_space)
 
@@ -182,7 +177,7 @@ class TreeTask(Task):
       yield self._lower(experiment.builder, [trees[i] for i in indices], indices, batch_size)
 
   def put(self, batch: IndexedTrees, mesh: Mesh) -> IndexedTrees:
-    return IndexedTrees(_put_trees(batch.trees, mesh),
+    return IndexedTrees(parallel.put_trees(batch.trees, mesh),
                         parallel.put(batch.indices, parallel.batch_sharded(mesh)))
 
   def doubled(self, experiment, batch: IndexedTrees,
@@ -202,18 +197,43 @@ class TreeTask(Task):
   classify_rows = staticmethod(classify_rows)
   certify_rows = staticmethod(certify_rows)
 
-  def exhaustive(self, experiment, params: nnx.State, split: str, certified: np.ndarray, *,
-                 shortcut: bool, batch_size: int, progress: bool) -> ExhaustiveResult:
+  @staticmethod
+  def _root_predictor(experiment, params: nnx.State) -> Callable[[TreeBatch], np.ndarray]:
+    """``(batch) -> root logits (B, K)`` of the model with ``params``, rows split over the mesh."""
     graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
 
     def predict_root_logits(trees: TreeBatch) -> np.ndarray:
-      logits = _root_logits(graphdef, state, _put_trees(trees, experiment.mesh))
+      logits = _root_logits(graphdef, state, parallel.put_trees(trees, experiment.mesh))
       return multihost_utils.process_allgather(logits, tiled=True)
 
-    return exhaustive_tree_robustness(predict_root_logits, experiment.space,
-                                      experiment.splits[split], experiment.builder,
-                                      certified=certified, shortcut=shortcut,
-                                      batch_size=batch_size, progress=progress)
+    return predict_root_logits
+
+  def exhaustive(self, experiment, params: nnx.State, split: str, certified: np.ndarray, *,
+                 shortcut: bool, batch_size: int, progress: bool) -> ExhaustiveResult:
+    return exhaustive_tree_robustness(self._root_predictor(experiment, params),
+                                      experiment.space, experiment.splits[split],
+                                      experiment.builder, certified=certified,
+                                      shortcut=shortcut, batch_size=batch_size,
+                                      progress=progress)
+
+  def hotflip(self, experiment, params: nnx.State, split: str, *, beam: int, batch_size: int,
+              progress: bool) -> HotFlipResult:
+    return tree_hotflip_robustness(experiment.graphdef, (params, experiment.rest),
+                                   experiment.space, experiment.splits[split],
+                                   experiment.builder, self._root_predictor(experiment, params),
+                                   beam=beam, batch_size=batch_size, progress=progress,
+                                   mesh=experiment.mesh)
+
+  def adversarial_examples(self, experiment, params: nnx.State, examples: list,
+                           labels: np.ndarray) -> list:
+    del labels  # each tree's root label
+    return tree_adversarial_examples(experiment.graphdef, (params, experiment.rest),
+                                     experiment.space, examples, experiment.builder,
+                                     batch_size=experiment.config.batch_size,
+                                     mesh=experiment.mesh)
+
+  def space_sizes(self, experiment, split: str) -> list[int]:
+    return [experiment.space.count(t) for t in experiment.splits[split]]
 
   def empty_examples(self, split_data) -> dict[str, Any]:
     return {"indices": [], "policy": "leaves without vectors keep zero vectors, so no tree is "
