@@ -16,7 +16,7 @@ from arc_jax import interval as iv
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.nn import cells
 from arc_jax.nn.models import LSTMClassifier
-from arc_jax.perturbation.plans import Plan, PlanBuilder
+from arc_jax.perturbation.plans import Plan, PlanBuilder, bucket, reachable_signature
 from arc_jax.perturbation.spaces import Signature, Space
 
 
@@ -105,12 +105,24 @@ def make_certify_fn(graphdef: nnx.GraphDef, space: Space | Signature) -> Callabl
   return functools.partial(_certify_state, graphdef, space.signature)
 
 
+def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+  """Indices of ``sentences`` sorted by (length bucket, reachable budgets, length).
+
+  Consecutive batches then share a padded width and mostly a reachable grid, so each runs the DP
+  on the smallest grid its rows need (:func:`reachable_signature`).
+  """
+  keys = [(bucket(max(len(s), 1), builder.length_buckets), builder.reachable_budgets(s), len(s))
+          for s in sentences]
+  return np.asarray(sorted(range(len(sentences)), key=keys.__getitem__), np.int64)
+
+
 def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
             labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
             eps: float = 1.0) -> dict[str, np.ndarray]:
   """Certifies raw token lists: the convenience entry point for users holding a model.
 
-  Sentences are sorted by length into buckets and certified in jitted batches.
+  Sentences are grouped by length bucket and reachable grid (:func:`certification_order`) and
+  certified in jitted batches, each on its reachable grid (:func:`reachable_signature`).
 
   Returns:
     dict of numpy arrays in the input order: ``certified`` (n,), ``margins`` (n, K),
@@ -119,7 +131,7 @@ def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[st
   space = space.restricted_to(vocab)
   builder = PlanBuilder(space, vocab)
   graphdef, state = nnx.split(model)
-  order = np.argsort([len(s) for s in sentences], kind="stable")
+  order = certification_order(builder, sentences)
   labels = np.asarray(labels, np.int32)
   parts = []
   for start in range(0, len(order), batch_size):
@@ -127,7 +139,7 @@ def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[st
     plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
     y = np.zeros((batch_size,), np.int32)
     y[:len(idx)] = labels[idx]
-    cert = certify_jit(graphdef, space.signature, state, plan, y, eps)
+    cert = certify_jit(graphdef, reachable_signature(space, plan), state, plan, y, eps)
     parts.append(jax.tree.map(lambda a: np.asarray(a)[:len(idx)], cert))
   merged = jax.tree.map(lambda *a: np.concatenate(a), *parts)
   inverse = np.argsort(order)
