@@ -30,6 +30,7 @@ def checkout(rev: str):
   finally:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)],
                    check=False)
+    path.parent.rmdir()
 
 
 def run_child(script: str, args: list[str], code_root: pathlib.Path, label: str) -> list[dict]:
