@@ -280,6 +280,27 @@ def mul(x: Value, y: Value) -> Value:
   return round_outward(lo, hi)
 
 
+def mul_nonneg(x: Value, y: Value) -> Value:
+  """Elementwise ``x * y`` for an ``x`` known to be non-negative (a sigmoid gate of the LSTM).
+
+  Soundness: for fixed y the product is nondecreasing in x ≥ 0 when y ≥ 0 and nonincreasing when
+  y < 0; for fixed x ≥ 0 it is nondecreasing in y. So the minimum over the box is y.lo · x.lo if
+  y.lo ≥ 0 and y.lo · x.hi otherwise, the maximum y.hi · x.hi if y.hi ≥ 0 and y.hi · x.lo
+  otherwise: two products and two selects instead of four corners and six min/max, the same box.
+  ``x.lo`` is clamped at 0 first, which is sound because every concrete x is non-negative (it
+  keeps the rule sound if an outward-rounded sigmoid ends one float below 0). Floating point: as
+  :func:`mul`, each end is one rounded product of the corners, rounded outward. Plain arrays give
+  the concrete product.
+  """
+  if not is_interval(x) and not is_interval(y):
+    return x * y
+  x, y = as_interval(x), as_interval(y)
+  x_lo = jnp.maximum(x.lo, 0)
+  lo = y.lo * jnp.where(y.lo >= 0, x_lo, x.hi)
+  hi = y.hi * jnp.where(y.hi >= 0, x.hi, x_lo)
+  return round_outward(lo, hi)
+
+
 def scale(x: Value, factor: jax.Array) -> Value:
   """``x * factor`` for a nonnegative ``factor`` (e.g. a dropout mask).
 

@@ -1,14 +1,22 @@
 """Certification throughput of the ARC DP, one JSON line per measurement.
 
 SST-2 test (1,821 sentences, real tokens, counter-fitted synonyms, standard stop words, hidden
-100, fixed random weights) for each space, batches of 32 sorted by length as the original's test
-loader does; then 32 IMDB reviews of 500 tokens under [(Sub,2)] for memory.
+100, fixed random weights) for each space, batches of 32 (sorted by length bucket and reachable
+grid where the code has ``certification_order``, else by length as the original's test loader
+does); then 32 IMDB reviews of 500 tokens under [(Sub,2)] for memory.
 
     python benchmarks/certify_throughput.py [--model lstm|bilstm|tree] [--spaces SPEC ...]
+        [--sentences N] [--baseline REV [--rounds R]]
 
 ``sentences_per_s`` times the jitted DP alone over all batches: the best of three passes after a
 first (compiling) one (the machines are shared and noisy), with the median beside it;
-``plan_s`` is the host time to lower the sentences; ``peak_rss_mib`` is the process peak so far.
+``plan_s`` is the host time to lower the sentences; ``peak_memory_mib`` is the device's peak
+(the process's peak RSS on a CPU); ``compiled_shapes`` counts distinct (width, grid) pairs.
+``cpu_sentences_per_s`` divides by the process's CPU time (steadier on an overloaded machine).
+``--baseline REV`` measures REV and this checkout side by side (benchmarks/revisions.py) and adds
+one ``certify_compare`` line per space: the ratio of sentences/s, the load, and the certificates
+compared sentence by sentence (``loosest_margin_change`` is the most any margin lower bound got
+worse; ≥ 0 means every certificate is unchanged or tighter).
 The original's DP does 80 / 59 / 73 sentences/s for the three default spaces on this machine
 (DESIGN.md §9).
 """
@@ -18,19 +26,26 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
+import pathlib
 import resource
 import sys
+import tempfile
 import time
 
 import jax
 import numpy as np
 from flax import nnx
 
+from arc_jax import certify as certify_lib
+from arc_jax import interval
 from arc_jax.certify import certify_jit
 from arc_jax.data import (build_vocab_and_embeddings, candidate_words, find_data_file,
                           load_synonyms, prepare_lstm_data, restrict_synonyms, review_tokens)
 from arc_jax.nn import LSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
+
+import revisions
 
 SPACES = ("[(Sub,2),(Del,2)]", "[(Sub,2),(Ins,2)]", "[(Del,2),(Ins,2)]")
 ORIGINAL_SENTENCES_PER_S = {"[(Sub,2),(Del,2)]": 80, "[(Sub,2),(Ins,2)]": 59,
@@ -41,49 +56,88 @@ def peak_rss_mib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def peak_memory_mib() -> float:
+  """The accelerator's peak bytes in use, or the process's peak RSS on a CPU."""
+  stats = jax.devices()[0].memory_stats() or {}
+  if "peak_bytes_in_use" in stats:
+    return stats["peak_bytes_in_use"] / 2**20
+  return peak_rss_mib()
+
+
+def device() -> str:
+  d = jax.devices()[0]
+  return f"{d.platform}:{d.device_kind} x{jax.device_count()}"
+
+
 def replacement_slots(synonyms) -> int:
   return max((len(c) for c in synonyms.values()), default=1)
 
 
-def time_certification(model, space, sentences, labels, vocab, batch_size, slots, repeats=3):
-  """Plan seconds, first (compiling) pass seconds and the later passes' seconds (sorted)."""
-  order = np.argsort([len(s) for s in sentences], kind="stable")
-  builder = PlanBuilder(space, vocab, min_replacement_slots=slots)
-  start = time.perf_counter()
+def batches_of(builder, space, sentences, labels, batch_size):
+  """(order, [(signature, plan, labels)]): reachable-grid batches where the code has them."""
+  reachable = getattr(certify_lib, "certification_order", None)
+  if reachable is None:
+    order = np.argsort([len(s) for s in sentences], kind="stable")
+  else:
+    order = reachable(builder, sentences)
   batches = []
   for i in range(0, len(order), batch_size):
     idx = order[i:i + batch_size]
     y = np.zeros((batch_size,), np.int32)
     y[:len(idx)] = labels[idx]
-    batches.append((builder.build([sentences[j] for j in idx], batch_size=batch_size), y))
+    plan = builder.build([sentences[j] for j in idx], batch_size=batch_size)
+    sig = (space.signature if reachable is None
+           else certify_lib.api.reachable_signature(space, plan))
+    batches.append((sig, plan, y))
+  return order, batches
+
+
+def time_certification(model, space, sentences, labels, vocab, batch_size, slots, repeats=3):
+  """Plan seconds, first (compiling) pass seconds, the later passes' seconds (sorted), their
+  least CPU seconds, the margins (n, K) in input order and the number of compiled shapes."""
+  builder = PlanBuilder(space, vocab, min_replacement_slots=slots)
+  start = time.perf_counter()
+  order, batches = batches_of(builder, space, sentences, labels, batch_size)
   plan_s = time.perf_counter() - start
   graphdef, state = nnx.split(model)
-  passes = []
+  passes, cpu = [], []
   for _ in range(1 + repeats):
-    start = time.perf_counter()
-    certified = [certify_jit(graphdef, space.signature, state, plan, y).certified
-                 for plan, y in batches]
-    jax.block_until_ready(certified)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    certs = [certify_jit(graphdef, sig, state, plan, y) for sig, plan, y in batches]
+    jax.block_until_ready([c.certified for c in certs])
     passes.append(time.perf_counter() - start)
-  return plan_s, passes[0], sorted(passes[1:])
+    cpu.append(time.process_time() - cpu_start)
+  margins = np.concatenate([np.asarray(c.margins) for c in certs])[:len(order)]
+  in_order = np.empty_like(margins)
+  in_order[order] = margins
+  shapes = len({(plan.token_ids.shape, sig) for sig, plan, _ in batches})
+  return plan_s, passes[0], sorted(passes[1:]), min(cpu[1:]), in_order, shapes
 
 
-def sst2_lines(model_kind: str, specs, batch_size: int):
+def sst2_lines(model_kind: str, specs, batch_size: int, sentences: int | None,
+               margins_dir: str | None):
   data = prepare_lstm_data("sst2")
   test = data.splits["test"]
+  tokens, labels = test.tokens[:sentences], test.labels[:sentences]
   model = LSTMClassifier(data.embeddings, hidden=100, bidirectional=model_kind == "bilstm",
                          rngs=nnx.Rngs(0))
   slots = replacement_slots(data.synonyms)
   for spec in specs:
     space = data.space(spec)
-    plan_s, first_s, passes = time_certification(model, space, test.tokens, test.labels,
-                                                 data.vocab, batch_size, slots)
-    n, steady_s = len(test.tokens), passes[0]
+    plan_s, first_s, passes, cpu_s, margins, shapes = time_certification(
+        model, space, tokens, labels, data.vocab, batch_size, slots)
+    if margins_dir:
+      np.save(pathlib.Path(margins_dir) / f"{spec}.npy", margins)
+    n, steady_s = len(tokens), passes[0]
     yield {"benchmark": "certify_sst2_test", "model": model_kind, "space": spec,
            "sentences": n, "batch_size": batch_size, "sentences_per_s": round(n / steady_s, 1),
            "median_sentences_per_s": round(n / passes[len(passes) // 2], 1),
+           "cpu_sentences_per_s": round(n / cpu_s, 1),
            "seconds": round(steady_s, 3), "compile_s": round(first_s - steady_s, 2),
-           "plan_s": round(plan_s, 2), "peak_rss_mib": round(peak_rss_mib()),
+           "plan_s": round(plan_s, 2), "compiled_shapes": shapes,
+           "peak_memory_mib": round(peak_memory_mib()), "device": device(),
+           "outward_rounding": hasattr(interval, "round_outward"),
+           "load": revisions.load(),
            "original_sentences_per_s": ORIGINAL_SENTENCES_PER_S.get(spec),
            "speedup_vs_original": (round(n / steady_s / ORIGINAL_SENTENCES_PER_S[spec], 1)
                                    if spec in ORIGINAL_SENTENCES_PER_S else None)}
@@ -117,21 +171,50 @@ def imdb_line(model_kind: str):
   space = parse_space("[(Sub,2)]", synonyms=synonyms).restricted_to(emb.vocab)
   labels = np.zeros((len(reviews),), np.int32)
   rss_before = peak_rss_mib()
-  plan_s, first_s, passes = time_certification(model, space, reviews, labels, emb.vocab,
-                                               len(reviews), replacement_slots(synonyms))
+  plan_s, first_s, passes, _, _, _ = time_certification(
+      model, space, reviews, labels, emb.vocab, len(reviews), replacement_slots(synonyms))
   steady_s = passes[0]
   return {"benchmark": "certify_imdb_long", "model": model_kind, "space": "[(Sub,2)]",
           "reviews": len(reviews), "tokens": 500, "seconds": round(steady_s, 3),
           "compile_s": round(first_s - steady_s, 2), "peak_rss_mib_before": round(rss_before),
-          "peak_rss_mib": round(peak_rss_mib())}
+          "peak_rss_mib": round(peak_rss_mib()), "device": device()}
+
+
+def compare(lines: list[dict], baseline: str, margins_root: pathlib.Path) -> list[dict]:
+  """One line per space: best sentences/s of each revision, their ratio, the certificates."""
+  out = []
+  for spec in dict.fromkeys(l["space"] for l in lines if l["benchmark"] == "certify_sst2_test"):
+    best = {(rev, key): max(l[key] for l in lines
+                            if l.get("space") == spec and l["revision"] == rev
+                            and l["benchmark"] == "certify_sst2_test")
+            for rev in (baseline, "current") for key in ("sentences_per_s", "cpu_sentences_per_s")}
+    old, new = (np.load(margins_root / rev / f"{spec}.npy") for rev in (baseline, "current"))
+    certified = lambda m: np.all(m >= 0, axis=1) & np.any(m > 0, axis=1)
+    out.append({"benchmark": "certify_compare", "space": spec,
+                **{f"{rev}_{key}": value for (rev, key), value in best.items()},
+                "ratio": round(best["current", "sentences_per_s"]
+                               / best[baseline, "sentences_per_s"], 2),
+                "cpu_ratio": round(best["current", "cpu_sentences_per_s"]
+                                   / best[baseline, "cpu_sentences_per_s"], 2),
+                "certified": [int(certified(old).sum()), int(certified(new).sum())],
+                "lost_certificates": int((certified(old) & ~certified(new)).sum()),
+                "loosest_margin_change": float((new - old).min()),
+                "load": revisions.load()})
+  return out
 
 
 def main(argv=None):
+  argv = sys.argv[1:] if argv is None else argv
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--model", choices=("lstm", "bilstm", "tree"), default="lstm")
   parser.add_argument("--spaces", nargs="+", default=list(SPACES))
   parser.add_argument("--batch-size", type=int, help="default 32 (trees: 64)")
+  parser.add_argument("--sentences", type=int, help="the first N test sentences (default all)")
   parser.add_argument("--skip-imdb", action="store_true")
+  parser.add_argument("--baseline", help="a revision to measure side by side (e.g. 4046642)")
+  parser.add_argument("--rounds", type=int, default=1, help="alternating runs per revision")
+  parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--margins-dir", help=argparse.SUPPRESS)
   args, tree_args = parser.parse_known_args(argv)
   if args.model == "tree":
     # Tree options (--hidden, --width, --max-nodes) go to the tree benchmark.
@@ -141,7 +224,20 @@ def main(argv=None):
     return tree_main(tree_args + ["--spaces", *args.spaces])
   if tree_args:
     parser.error(f"unrecognized arguments: {' '.join(tree_args)}")
-  for line in sst2_lines(args.model, args.spaces, args.batch_size or 32):
+  if args.baseline:
+    with tempfile.TemporaryDirectory() as margins_root:
+      child_args = revisions.strip_flag(revisions.strip_flag(argv, "--baseline", True),
+                                        "--rounds", True) + ["--margins-dir", margins_root]
+      lines = revisions.side_by_side(__file__, child_args, args.baseline, args.rounds)
+      for line in lines + compare(lines, args.baseline, pathlib.Path(margins_root)):
+        print(json.dumps(line), flush=True)
+    return
+  margins_dir = None
+  if args.margins_dir:
+    margins_dir = pathlib.Path(args.margins_dir) / os.environ.get("ARC_JAX_REVISION", "current")
+    margins_dir.mkdir(parents=True, exist_ok=True)
+  for line in sst2_lines(args.model, args.spaces, args.batch_size or 32, args.sentences,
+                         margins_dir):
     print(json.dumps(line), flush=True)
   if not args.skip_imdb:
     print(json.dumps(imdb_line(args.model)), flush=True)

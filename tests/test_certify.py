@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import arc_jax
 from arc_jax import interval as iv
-from arc_jax.certify import certify, certify_jit, make_certify_fn
+from arc_jax.certify import certify, certify_jit, certify_model, make_certify_fn
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.nn import LSTMClassifier, predict
-from arc_jax.perturbation import PlanBuilder, parse_space
+from arc_jax.nn.cells import LSTMCell
+from arc_jax.perturbation import PlanBuilder, parse_space, reachable_signature
 
 
 
@@ -59,23 +60,31 @@ def certify_batch(model, space, plan, labels):
 
 
 def assert_sound(model, space, sentences):
-  """Every member of S(x) has concrete logits inside the certified bounds; returns #members."""
+  """Every member of S(x) has concrete logits inside the certified bounds, on the full grid and
+  on the reachable grid (which must give the same certificate to float rounding); returns
+  #members."""
   space = space.restricted_to(VOCAB)
   # Fixed batch and replacement slots: examples with the same signature reuse one compilation.
   plan = PlanBuilder(space, VOCAB, min_replacement_slots=4).build(sentences, batch_size=4)
   labels = jnp.zeros((plan.shape[0],), jnp.int32)
   cert = certify_batch(model, space, plan, labels)
+  reachable = certify_batch(model, reachable_signature(space, plan), plan, labels)
+  # The same slots by the same operations; only the matmuls' row counts differ (float rounding).
+  for full, cut in zip(jax.tree.leaves(cert), jax.tree.leaves(reachable)):
+    np.testing.assert_allclose(full, cut, rtol=1e-12, atol=1e-12,
+                               err_msg="the reachable grid changed a certificate")
   members = 0
   for b, sentence in enumerate(sentences):
     strings = list(space.enumerate(sentence))
     members += len(strings)
     logits = concrete_logits(model, strings)
-    lo, hi = np.asarray(cert.logits.lo[b]), np.asarray(cert.logits.hi[b])
-    assert np.all(lo - TOL <= logits) and np.all(logits <= hi + TOL), (
-        f"unsound for {sentence} under {space}: worst escape "
-        f"{max(np.max(lo - logits), np.max(logits - hi))}")
-    margins = logits[:, :1] - logits  # label 0
-    assert np.all(np.asarray(cert.margins[b]) <= margins + TOL), "margin bound is unsound"
+    for c in (cert, reachable):
+      lo, hi = np.asarray(c.logits.lo[b]), np.asarray(c.logits.hi[b])
+      assert np.all(lo - TOL <= logits) and np.all(logits <= hi + TOL), (
+          f"unsound for {sentence} under {space}: worst escape "
+          f"{max(np.max(lo - logits), np.max(logits - hi))}")
+      margins = logits[:, :1] - logits  # label 0
+      assert np.all(np.asarray(c.margins[b]) <= margins + TOL), "margin bound is unsound"
     np.testing.assert_allclose(cert.clean_logits[b], concrete_logits(model, [sentence])[0],
                                atol=1e-9)
   return members
@@ -247,3 +256,44 @@ def test_certify_convenience_matches_certify_fn_and_keeps_order():
     np.testing.assert_allclose(out["clean_logits"][i], concrete_logits(model, [s])[0], atol=1e-5)
   assert np.all(out["logits_lo"] <= out["clean_logits"] + 1e-6)
   assert np.all(out["clean_logits"] <= out["logits_hi"] + 1e-6)
+
+
+def _four_corner_step(cell, carry, gates_in, recurrent=None):
+  """The cell step before the lean DP: W_hh h recomputed, gates sliced, four-corner products."""
+  del recurrent
+  h, c = carry
+  pre = iv.add(gates_in, cell.h2h(h))
+  i, f, o, g = (pre[..., k * cell.hidden:(k + 1) * cell.hidden] for k in range(4))
+  i, f, o = (iv.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
+  g = iv.monotone(jnp.tanh, g)
+  c_new = iv.add(iv.mul(f, c), iv.mul(i, g))
+  return iv.mul(o, iv.monotone(jnp.tanh, c_new)), c_new
+
+
+def test_lean_dp_gives_the_four_corner_dps_certificates_and_gradients(monkeypatch):
+  """Shared W_hh products, sign-specialised gate products and split gates compute the same
+  margins and the same ARC-loss gradients as the plain cell, up to float64 rounding."""
+  space = parse_space("[(Sub,2),(Del,1),(Ins,1)]",
+                      synonyms={"good": ["best", "most"], "movie": ["film"]})
+  space = space.restricted_to(VOCAB)
+  sentences = [s.split() for s in ("this movie is good", "a good film and the best movie !",
+                                   "it is")]
+  plan = PlanBuilder(space, VOCAB, min_replacement_slots=2).build(sentences, batch_size=4)
+  labels = jnp.asarray([0, 1, 0, 1])
+  model = make_model(5, 6, 3.0, bidirectional=True)
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+  def margins_and_grad():
+    def loss(p):
+      cert = certify_model(nnx.merge(graphdef, p, rest), space, plan, labels)
+      return optax.softmax_cross_entropy_with_integer_labels(
+          cert.worst_case_logits, labels).mean(), cert.margins
+    return jax.jit(jax.value_and_grad(loss, has_aux=True))(params)
+
+  (lean_loss, lean_margins), lean_grads = margins_and_grad()
+  monkeypatch.setattr(LSTMCell, "step", _four_corner_step)
+  (plain_loss, plain_margins), plain_grads = margins_and_grad()
+  np.testing.assert_allclose(lean_margins, plain_margins, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(lean_loss, plain_loss, rtol=1e-12)
+  for a, b in zip(jax.tree.leaves(lean_grads), jax.tree.leaves(plain_grads)):
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

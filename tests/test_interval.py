@@ -217,3 +217,24 @@ def test_shrink_at_eps_one_contains_the_box_exactly(seed, dtype):
   anchor = jnp.asarray((rng.normal(size=500) * 1e3).astype(dtype))
   out = iv.shrink_towards(box, anchor, jnp.asarray(1.0, dtype))
   assert np.all(out.lo <= box.lo) and np.all(box.hi <= out.hi)
+
+
+@given(seeds, scales)
+def test_mul_nonneg_encloses_samples_and_the_four_corner_box(seed, scale):
+  rng = np.random.default_rng(seed)
+  x, y = random_box(rng, (4, 3), scale), random_box(rng, (4, 3), scale)
+  gate = iv.monotone(jax.nn.sigmoid, x)  # non-negative, as the LSTM's gates
+  box = iv.mul_nonneg(gate, y)
+  inside = lambda b: np.clip(samples_in(rng, b), b.lo, b.hi)  # samples_in may round past an end
+  assert_encloses(box, inside(gate) * inside(y), tol=0.0)
+  corners = iv.mul(gate, y)
+  assert np.all(np.asarray(box.lo) <= np.asarray(corners.lo))
+  assert np.all(np.asarray(box.hi) >= np.asarray(corners.hi))
+  # Tight: at most the outward rounding wider than the four corners' box.
+  np.testing.assert_array_max_ulp(box.lo, corners.lo, maxulp=1)
+  np.testing.assert_array_max_ulp(box.hi, corners.hi, maxulp=1)
+
+
+def test_mul_nonneg_of_arrays_is_the_product():
+  x, y = jnp.asarray([0.0, 0.5, 1.0]), jnp.asarray([-2.0, 3.0, -0.25])
+  np.testing.assert_array_equal(iv.mul_nonneg(x, y), x * y)

@@ -9,7 +9,7 @@ from flax import nnx
 
 from arc_jax import interval as iv
 from arc_jax.nn.models import FrozenEmbedding
-from arc_jax.nn.tree_models import TreeLSTMClassifier, gate_product, predict_tree
+from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested
 
 
@@ -108,18 +108,6 @@ def test_children_shares_add_up_to_the_box_of_the_concatenation():
   whole = iv.linear(both, kernel)
   np.testing.assert_allclose(shares.lo, whole.lo, atol=1e-12)
   np.testing.assert_allclose(shares.hi, whole.hi, atol=1e-12)
-
-
-def test_gate_product_is_the_four_corner_product_for_nonnegative_gates():
-  rng = np.random.default_rng(2)
-  g_lo = rng.uniform(0, 1, 1000)
-  gate = iv.Interval(g_lo, g_lo + rng.uniform(0, 1, 1000))
-  x_lo = rng.normal(size=1000)
-  x = iv.Interval(x_lo, x_lo + rng.uniform(0, 2, 1000))
-  fast, corners = gate_product(gate, x), iv.mul(gate, x)
-  np.testing.assert_array_equal(fast.lo, corners.lo)
-  np.testing.assert_array_equal(fast.hi, corners.hi)
-  np.testing.assert_array_equal(gate_product(g_lo, x_lo), g_lo * x_lo)
 
 
 def test_embeddings_are_frozen_by_default_and_trainable_on_request():

@@ -18,7 +18,7 @@ from arc_jax.certify.tree_dp import certify_tree_jit
 from arc_jax.data.trees import Tree
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
-from arc_jax.perturbation.plans import Plan, PlanBuilder
+from arc_jax.perturbation.plans import Plan, PlanBuilder, bucket, reachable_signature
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpace, tree_space
 
@@ -153,15 +153,27 @@ def _in_input_order(parts, order: np.ndarray) -> dict[str, np.ndarray]:
           "clean_logits": merged.clean_logits[inverse]}
 
 
+def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+  """Indices of ``sentences`` sorted by (length bucket, reachable budgets, length).
+
+  Consecutive batches then share a padded width and mostly a reachable grid, so each runs the DP
+  on the smallest grid its rows need (:func:`reachable_signature`).
+  """
+  keys = [(bucket(max(len(s), 1), builder.length_buckets), builder.reachable_budgets(s), len(s))
+          for s in sentences]
+  return np.asarray(sorted(range(len(sentences)), key=keys.__getitem__), np.int64)
+
+
 def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
             labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
             eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS) -> dict[str, np.ndarray]:
   """Certifies raw token lists: the convenience entry point for users holding a model.
 
   The space is restricted to ``vocab`` first (``Space.restricted_to``): replacements with a word
-  the model has no vector for are dropped. Sentences are sorted by length into buckets and
-  certified in jitted batches; the compiled function is cached across calls (one compilation
-  per length bucket, model structure and space signature).
+  the model has no vector for are dropped. Sentences are grouped by length bucket and reachable
+  grid (:func:`certification_order`) and certified in jitted batches, each on its reachable grid
+  (:func:`reachable_signature`); the compiled functions are cached across calls (one compilation
+  per length bucket, reachable grid, model structure and space signature).
 
   Raises:
     ValueError: (one line, naming the fix) no sentences, a sentence given as a string, labels of
@@ -179,14 +191,14 @@ def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[st
   space = space.restricted_to(vocab)
   builder = PlanBuilder(space, vocab)
   graphdef, state = nnx.split(model)
-  order = np.argsort([len(s) for s in sentences], kind="stable")
+  order = certification_order(builder, sentences)
   parts = []
   for start in range(0, len(order), batch_size):
     idx = order[start:start + batch_size]
     plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
     y = np.zeros((batch_size,), np.int32)  # padding rows get label 0; their results are dropped
     y[:len(idx)] = labels[idx]
-    cert = certify_jit(graphdef, space.signature, state, plan, y, eps)
+    cert = certify_jit(graphdef, reachable_signature(space, plan), state, plan, y, eps)
     parts.append(jax.tree.map(lambda a: np.asarray(a)[:len(idx)], cert))
   return _in_input_order(parts, order)
 

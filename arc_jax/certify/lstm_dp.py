@@ -132,7 +132,10 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
     # Branch "keep x_j", then one branch per transformation: the source grid (for T_k the slots
     # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity, running
     # sums, the input-gate boxes of the steps to feed, and the grid axis of k.
-    keep = ((hs[0], cs[0]), valid[0], sums[0] if track_sums else None, [gates], None)
+    # W_hh h + b_hh of every H[j-1, c], once: the keep step reads all of them and the first step
+    # of every window-1 replacement (Sub) reads the slots c − e_k among them.
+    shared = cell.recurrent(hs[0])
+    keep = ((hs[0], cs[0]), valid[0], sums[0] if track_sums else None, [gates], None, shared)
     branches, repeats = [keep], []
     for k, (s, t) in enumerate(zip(sig.s, sig.t)):
       if sig.budgets[k] == 0:
@@ -146,17 +149,18 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
         continue
       src = jax.tree.map(head, (hs[s - 1], cs[s - 1]))
       total = jax.tree.map(head, sums[s - 1]) if track_sums else None
-      branches.append((src, ok, total, steps, 1 + k))
-    outputs = _run_steps(cell, [(b[0], b[2], b[3]) for b in branches], track_sums)
+      recurrent = jax.tree.map(head, shared) if s == 1 and t > 0 else None
+      branches.append((src, ok, total, steps, 1 + k, recurrent))
+    outputs = _run_steps(cell, [(b[0], b[2], b[3], b[5]) for b in branches], track_sums)
     kept = outputs[0]
     for head, ok, steps, axis in repeats:
       src, total = jax.tree.map(head, kept)
-      branches.append((src, ok, total, steps, axis))
+      branches.append((src, ok, total, steps, axis, None))
     if repeats:
-      outputs += _run_steps(cell, [(b[0], b[2], b[3]) for b in branches[-len(repeats):]],
+      outputs += _run_steps(cell, [(b[0], b[2], b[3], None) for b in branches[-len(repeats):]],
                             track_sums)
     state, ok, total = None, None, None
-    for (_, b_ok, _, _, axis), (b_state, b_total) in zip(branches, outputs):
+    for (_, b_ok, _, _, axis, _), (b_state, b_total) in zip(branches, outputs):
       if axis is not None:  # T_k's results land in slots c (c_k ≥ 1)
         shift = lambda a: _pad_front(a, axis)
         b_state, b_ok, b_total = jax.tree.map(shift, (b_state, b_ok, b_total))
@@ -185,35 +189,41 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
 
 
 def _run_steps(cell: LSTMCell, branches, track_sums: bool):
-  """Feeds each branch's input boxes to its source states, batching branches per step.
+  """Feeds each branch's input boxes to its source states.
 
   Args:
-    branches: list of ((h, c), sums, steps): grid-shaped Interval states (B, *g, H) (each
-      branch its own grid g), their running sums (or None) and the list of gate boxes (B, 4H)
-      to feed in order (empty for a deletion).
+    branches: list of ((h, c), sums, steps, recurrent): grid-shaped Interval states (B, *g, H)
+      (each branch its own grid g), their running sums (or None), the list of gate boxes
+      (B, 4H) to feed in order (empty for a deletion), and the recurrent pre-activations
+      ``cell.recurrent(h)`` (B, *g, 4H) of the sources when already computed (else None).
 
   Returns:
-    list of ((h, c), sums) per branch after all its steps. At step l one cell call runs on the
-    concatenated slots of every branch with more than l steps, instead of one call per branch.
+    list of ((h, c), sums) per branch after all its steps. At step l the recurrent products
+    not computed before run as one matmul over the concatenated slots of the live branches; the
+    elementwise rest of the cell runs per branch (it gains nothing from concatenation, which
+    would copy every operand).
   """
-  out = [(state, total) for state, total, _ in branches]
-  for l in range(max((len(steps) for *_, steps in branches), default=0)):
-    live = [i for i, (*_, steps) in enumerate(branches) if len(steps) > l]
-    shapes = [out[i][0][0].shape for i in live]
-    rows = [int(np.prod(shape[1:-1])) for shape in shapes]
-    flat = lambda a, r: a.reshape(a.shape[0], r, a.shape[-1])
-    cat = lambda parts: jax.tree.map(lambda *a: jnp.concatenate(a, axis=1), *parts)
-    h = cat([flat(out[i][0][0], r) for i, r in zip(live, rows)])
-    c = cat([flat(out[i][0][1], r) for i, r in zip(live, rows)])
-    gates = cat([jax.tree.map(lambda a: jnp.broadcast_to(a[:, None], (a.shape[0], r, a.shape[-1])),
-                              branches[i][2][l]) for i, r in zip(live, rows)])
-    h, c = cell.step((h, c), gates)
-    offsets = np.cumsum([0] + rows)
-    for i, shape, a, b in zip(live, shapes, offsets[:-1], offsets[1:]):
-      part = lambda x: x[:, a:b].reshape(shape)
-      new_h, new_c = jax.tree.map(part, h), jax.tree.map(part, c)
-      total = iv.add(out[i][1], new_h) if track_sums else None
-      out[i] = ((new_h, new_c), total)
+  out = [(state, total) for state, total, _, _ in branches]
+  for l in range(max((len(steps) for _, _, steps, _ in branches), default=0)):
+    live = [i for i, (_, _, steps, _) in enumerate(branches) if len(steps) > l]
+    known = {i: branches[i][3] for i in live if l == 0 and branches[i][3] is not None}
+    missing = [i for i in live if i not in known]
+    if missing:
+      shapes = [out[i][0][0].shape for i in missing]
+      rows = [int(np.prod(shape[1:-1])) for shape in shapes]
+      flat = lambda a, r: a.reshape(a.shape[0], r, a.shape[-1])
+      h = jax.tree.map(lambda *a: jnp.concatenate(a, axis=1),
+                       *[flat(out[i][0][0], r) for i, r in zip(missing, rows)])
+      products = cell.recurrent(h)
+      offsets = np.cumsum([0] + rows)
+      for i, shape, a, b in zip(missing, shapes, offsets[:-1], offsets[1:]):
+        known[i] = products[:, a:b].reshape(shape[:-1] + (products.shape[-1],))
+    for i in live:
+      (h, c), total = out[i]
+      gates = branches[i][2][l]
+      gates = jax.tree.map(lambda a: _grid_broadcast(a, h.lo.ndim - 2), gates)
+      new_h, new_c = cell.step((h, c), gates, known[i])
+      out[i] = ((new_h, new_c), iv.add(total, new_h) if track_sums else None)
   return out
 
 

@@ -57,8 +57,13 @@ class Projection(nnx.Module):
     return iv.monotone(jax.nn.relu, self.linear(x))
 
 
-def _split_gates(pre: Value, hidden: int) -> list[Value]:
-  return [pre[..., g * hidden:(g + 1) * hidden] for g in range(4)]
+def _split_gates(pre: Value) -> list[Value]:
+  """The four gate blocks of (..., 4·hidden), by ``jnp.split``: its transpose in the backward
+  pass is one concatenation, where four slices transpose to four pads and their sum."""
+  if not iv.is_interval(pre):
+    return jnp.split(pre, 4, axis=-1)
+  return [iv.Interval(lo, hi) for lo, hi in zip(jnp.split(pre.lo, 4, axis=-1),
+                                                jnp.split(pre.hi, 4, axis=-1))]
 
 
 class LSTMCell(nnx.Module):
@@ -81,15 +86,29 @@ class LSTMCell(nnx.Module):
     """``W_ih x + b_ih``: (..., in_features) → (..., 4·hidden)."""
     return self.i2h(x)
 
-  def step(self, carry: tuple[Value, Value], gates_in: Value) -> tuple[Value, Value]:
-    """One step from ``(h, c)`` (each (..., hidden)) given the input's gate pre-activations."""
+  def recurrent(self, h: Value) -> Value:
+    """``W_hh h + b_hh``: (..., hidden) → (..., 4·hidden).
+
+    Separate from :meth:`step` so the DP computes it once for every branch that reads the same
+    source states (a box's affine image is computed row by row, so slicing it afterwards gives
+    the image of the slice).
+    """
+    return self.h2h(h)
+
+  def step(self, carry: tuple[Value, Value], gates_in: Value, recurrent: Value | None = None
+           ) -> tuple[Value, Value]:
+    """One step from ``(h, c)`` (each (..., hidden)) given the input's gate pre-activations.
+
+    ``recurrent`` is :meth:`recurrent` of ``h`` when the caller has it already. The gates i, f, o
+    are sigmoids, hence non-negative, so their products use :func:`interval.mul_nonneg`.
+    """
     h, c = carry
-    pre = iv.add(gates_in, self.h2h(h))
-    i, f, o, g = _split_gates(pre, self.hidden)
+    pre = iv.add(gates_in, self.recurrent(h) if recurrent is None else recurrent)
+    i, f, o, g = _split_gates(pre)
     i, f, o = (iv.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
     g = iv.monotone(jnp.tanh, g)
-    c_new = iv.add(iv.mul(f, c), iv.mul(i, g))
-    h_new = iv.mul(o, iv.monotone(jnp.tanh, c_new))
+    c_new = iv.add(iv.mul_nonneg(f, c), iv.mul_nonneg(i, g))
+    h_new = iv.mul_nonneg(o, iv.monotone(jnp.tanh, c_new))
     return h_new, c_new
 
   def __call__(self, carry, x):

@@ -37,21 +37,6 @@ def _xavier(rngs: nnx.Rngs, shape: tuple[int, int], dtype) -> jax.Array:
   return nnx.initializers.xavier_uniform()(rngs.params(), shape, dtype)
 
 
-def gate_product(gate: Value, x: Value) -> Value:
-  """``gate * x`` for a nonnegative ``gate`` (a sigmoid output), as tight as :func:`interval.mul`.
-
-  Soundness: for fixed g ≥ 0, g·x is nondecreasing in x, so over the box its minimum is
-  g·x.lo and its maximum g·x.hi; both are linear in g, with extremes at g.lo or g.hi. Half the
-  products and comparisons of the general four-corner rule. Floating point: as
-  :func:`interval.mul`, the rounded corners bound the concrete product and are rounded outward.
-  """
-  if not iv.is_interval(gate) and not iv.is_interval(x):
-    return gate * x
-  gate, x = iv.as_interval(gate), iv.as_interval(x)
-  return iv.round_outward(jnp.minimum(gate.lo * x.lo, gate.hi * x.lo),
-                          jnp.maximum(gate.lo * x.hi, gate.hi * x.hi))
-
-
 class TreeLSTMCell(nnx.Module):
   """The binary N-ary Tree-LSTM cell of the original (gate layout ``[i | o | u]``).
 
@@ -61,8 +46,8 @@ class TreeLSTMCell(nnx.Module):
   h = σ(o)⊙tanh(c).
 
   Every step takes arrays or :class:`~arc_jax.interval.Interval` and is sound for intervals: it
-  composes affine maps, monotone activations, products with a sigmoid gate (:func:`gate_product`)
-  and sums. The internal step is
+  composes affine maps, monotone activations, products with a sigmoid gate
+  (:func:`interval.mul_nonneg`) and sums. The internal step is
   split into :meth:`child_pre_activations` (one child's share of the gate pre-activations) and
   :meth:`merge`, because an affine map of a concatenation is the sum of the maps of its blocks —
   for boxes too: the centre/radius form is blockwise, ``[c_l; c_r] U = c_l U_l + c_r U_r`` and
@@ -83,8 +68,8 @@ class TreeLSTMCell(nnx.Module):
     """(h, c) of a leaf with input x (..., in_features); each (..., hidden)."""
     iou = iv.linear(x, self.w_iou[...], self.b_iou[...])
     i, o, u = (iou[..., g * self.hidden:(g + 1) * self.hidden] for g in range(3))
-    c = gate_product(iv.monotone(jax.nn.sigmoid, i), iv.monotone(jnp.tanh, u))
-    return gate_product(iv.monotone(jax.nn.sigmoid, o), iv.monotone(jnp.tanh, c)), c
+    c = iv.mul_nonneg(iv.monotone(jax.nn.sigmoid, i), iv.monotone(jnp.tanh, u))
+    return iv.mul_nonneg(iv.monotone(jax.nn.sigmoid, o), iv.monotone(jnp.tanh, c)), c
 
   def child_pre_activations(self, h: Value, side: int) -> Value:
     """The share of child ``side`` (0 left, 1 right) in ``[iou | f_l f_r]``: (..., 5·hidden)."""
@@ -100,7 +85,7 @@ class TreeLSTMCell(nnx.Module):
     """``σ(f_l)⊙c_l + σ(f_r)⊙c_r`` from the :meth:`biased` pre-activations (..., 5·hidden)."""
     hd = self.hidden
     sig = lambda g: iv.monotone(jax.nn.sigmoid, gates[..., g * hd:(g + 1) * hd])
-    return iv.add(gate_product(sig(3), c_left), gate_product(sig(4), c_right))
+    return iv.add(iv.mul_nonneg(sig(3), c_left), iv.mul_nonneg(sig(4), c_right))
 
   def finish(self, gates: Value, forgotten: Value) -> State:
     """(h, c) from the :meth:`biased` ``[i|o|u…]`` pre-activations (..., ≥ 3·hidden) and the
@@ -108,8 +93,8 @@ class TreeLSTMCell(nnx.Module):
     hd = self.hidden
     i, o, u = (gates[..., g * hd:(g + 1) * hd] for g in range(3))
     sig = lambda v: iv.monotone(jax.nn.sigmoid, v)
-    c = iv.add(gate_product(sig(i), iv.monotone(jnp.tanh, u)), forgotten)
-    return gate_product(sig(o), iv.monotone(jnp.tanh, c)), c
+    c = iv.add(iv.mul_nonneg(sig(i), iv.monotone(jnp.tanh, u)), forgotten)
+    return iv.mul_nonneg(sig(o), iv.monotone(jnp.tanh, c)), c
 
   def merge(self, pre: Value, c_left: Value, c_right: Value) -> State:
     """(h, c) of an internal node from the summed children's shares ``pre`` (..., 5·hidden)."""

@@ -125,6 +125,18 @@ class PlanBuilder:
       cache[window] = (bool(repl), tuple(tuple(p) for p in per_place))
     return cache[window]
 
+  def reachable_budgets(self, sentence: Sequence[str]) -> tuple[int, ...]:
+    """Per transformation, min(δ_k, number of windows of ``sentence`` that T_k rewrites).
+
+    No string of S(x) applies T_k more often: each application rewrites a window of its own.
+    Certification groups sentences by these budgets (see :func:`reachable_signature`).
+    """
+    sentence = tuple(sentence)
+    return tuple(
+        min(delta, sum(self._replacement_ids(k, sentence[i:i + t.s])[0]
+                       for i in range(len(sentence) - t.s + 1)))
+        for k, (t, delta) in enumerate(zip(self.space.transformations, self.space.budgets)))
+
   def build(self, sentences: Sequence[Sequence[str]], batch_size: int | None = None) -> Plan:
     """Lowers ``sentences`` into one :class:`Plan`, padded to ``batch_size`` rows if given."""
     rows = len(sentences) if batch_size is None else batch_size
@@ -159,6 +171,20 @@ class PlanBuilder:
           repl_mask[b, j, l, :len(place)] = True
       plans.append(TransformationPlan(match, repl_ids, repl_mask))
     return Plan(token_ids, lengths, tuple(plans))
+
+
+def reachable_signature(space: Space | Signature, plan: Plan) -> Signature:
+  """The signature of ``space`` with each δ_k cut to the most windows T_k matches in a row.
+
+  The DP on this smaller grid computes every slot it keeps exactly as on the full grid (slot c
+  reads only slots c' ≤ c), and every slot it drops is ⊥ (it needs more applications of some
+  T_k than the row has windows), so certificates are the same and the scan does less work.
+  Host-side (numpy): the result is a static argument of the jitted DP. Distinct results are at
+  most Π_k (δ_k + 1) per length bucket, which bounds the number of compiled shapes.
+  """
+  sig = space.signature
+  most = [int(np.asarray(tp.match).sum(axis=1).max(initial=0)) for tp in plan.transformations]
+  return dataclasses.replace(sig, budgets=tuple(min(d, m) for d, m in zip(sig.budgets, most)))
 
 
 def reverse_plan(plan: Plan, space: Space | Signature) -> Plan:

@@ -1,0 +1,146 @@
+"""ARC training throughput: jitted training steps per second and an epoch-time estimate, JSON.
+
+Builds the experiment of ``experiments/configs/arc.py:MODEL,ROW`` (LSTM, Bi-LSTM; SST-2) or
+``experiments/configs/tree.py:arc,ROW`` (Tree-LSTM; SST trees) with its defaults (batch size,
+hidden sizes, optimiser), λ fixed at the row's λ_max and ε at 1 (the costliest phase), and
+times the whole training step (forward, backward, Optax update) on the first ``--batches``
+batches of epoch 0, best of ``--repeats`` passes after a compiling one. ``epoch_s_estimate`` is
+the epoch's batch count times the mean step time, scaled by the epoch's mean padded width over
+the measured batches' (a step's time grows about linearly with the width). ``losses`` are the
+ARC losses of the first two batches at the initial parameters without dropout, so two revisions
+can be checked to compute the same losses on the same batches.
+
+    python benchmarks/train_throughput.py [--model lstm|bilstm|tree] [--row del2sub2]
+        [--batches N] [--baseline REV [--rounds R]]
+
+``--baseline REV`` measures REV and this checkout side by side (benchmarks/revisions.py) and
+adds a ``train_compare`` line: the ratio of steps/s and the largest loss difference.
+``cpu_steps_per_s`` divides by the process's CPU time instead of the wall time: on a shared,
+overloaded machine it is the steadier measure (``cpu_ratio``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import pathlib
+import sys
+import time
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+
+from arc_jax import interval, parallel
+from arc_jax.train import steps
+from arc_jax.train.experiment import build_experiment
+
+import revisions
+
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
+
+
+def load_config(model: str, row: str):
+  name, arg = ("tree", f"arc,{row}") if model == "tree" else ("arc", f"{model},{row}")
+  spec = importlib.util.spec_from_file_location(f"config_{name}", CONFIGS / f"{name}.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(arg)
+
+
+def width(batch) -> int:
+  """Padded width of a batch: tokens (sequence batches) or nodes (tree batches)."""
+  return (batch.trees if hasattr(batch, "trees") else batch).token_ids.shape[1]
+
+
+def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
+  config = load_config(model, row)
+  exp = build_experiment(config)
+  task = exp.task
+  lam = float(config.lambda_max)
+  objective = task.arc_objective(exp.space.signature, optax.constant_schedule(lam),
+                                 optax.constant_schedule(1.0), config.robust_loss)
+  tx = steps.config_optimizer(config)
+  train_step = steps.make_train_step(exp.graphdef, tx, objective, exp.mesh)
+  epoch = list(task.batches(exp, "train", config.batch_size, certify=True, shuffle=True,
+                            seed=config.seed, epoch=0))
+  batches = [task.put(b, exp.mesh) for b in epoch[:num_batches]]
+
+  @jax.jit
+  def loss_at_init(params, rest, batch):
+    return objective(nnx.merge(exp.graphdef, params, rest), batch, None, 0)[0]
+
+  losses = [float(loss_at_init(exp.params, exp.rest, b)) for b in batches[:2]]
+  replicated = parallel.replicated(exp.mesh)
+
+  def one_pass():
+    state = parallel.put(steps.init_state(exp.params, tx, config.seed), replicated)
+    totals = parallel.put(steps.zero_totals(), replicated)
+    tic, cpu = time.perf_counter(), time.process_time()
+    for b in batches:
+      state, totals = train_step(state, exp.rest, b, totals)
+    jax.block_until_ready(totals)
+    return time.perf_counter() - tic, time.process_time() - cpu
+
+  compile_s, _ = one_pass()
+  runs = [one_pass() for _ in range(repeats)]
+  seconds = sorted(wall for wall, _ in runs)
+  cpu_seconds = min(cpu for _, cpu in runs)
+  step_s = seconds[0] / len(batches)
+  measured_width = np.mean([width(b) for b in batches])
+  epoch_width = np.mean([width(b) for b in epoch])
+  d = jax.devices()[0]
+  return {"benchmark": "arc_train_steps", "model": model, "space": config.space,
+          "batch_size": config.batch_size, "batches": len(batches),
+          "steps_per_s": round(1 / step_s, 3),
+          "median_steps_per_s": round(len(batches) / seconds[len(seconds) // 2], 3),
+          "cpu_steps_per_s": round(len(batches) / cpu_seconds, 3),
+          "epoch_batches": len(epoch),
+          "epoch_s_estimate": round(len(epoch) * step_s * epoch_width / measured_width, 1),
+          "first_pass_s": round(compile_s, 1), "losses": losses,
+          "device": f"{d.platform}:{d.device_kind} x{jax.device_count()}",
+          "outward_rounding": hasattr(interval, "round_outward"),
+          "load": revisions.load()}
+
+
+def compare(lines: list[dict], baseline: str) -> dict:
+  best = {(rev, key): max(l[key] for l in lines if l["revision"] == rev)
+          for rev in (baseline, "current") for key in ("steps_per_s", "cpu_steps_per_s")}
+  first = {rev: next(l for l in lines if l["revision"] == rev) for rev in (baseline, "current")}
+  return {"benchmark": "train_compare", "model": first["current"]["model"],
+          "space": first["current"]["space"],
+          **{f"{rev}_{key}": value for (rev, key), value in best.items()},
+          "ratio": round(best["current", "steps_per_s"] / best[baseline, "steps_per_s"], 2),
+          "cpu_ratio": round(best["current", "cpu_steps_per_s"]
+                             / best[baseline, "cpu_steps_per_s"], 2),
+          "losses": [first[baseline]["losses"], first["current"]["losses"]],
+          "largest_loss_difference": float(np.max(np.abs(
+              np.subtract(first[baseline]["losses"], first["current"]["losses"])))),
+          "load": revisions.load()}
+
+
+def main(argv=None):
+  argv = sys.argv[1:] if argv is None else argv
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--model", choices=("lstm", "bilstm", "tree"), default="lstm")
+  parser.add_argument("--row", default="del2sub2", help="del2sub2, sub2ins2 or del2ins2")
+  parser.add_argument("--batches", type=int, default=6)
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--baseline", help="a revision to measure side by side (e.g. 4046642)")
+  parser.add_argument("--rounds", type=int, default=1, help="alternating runs per revision")
+  parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.baseline:
+    child_args = revisions.strip_flag(revisions.strip_flag(argv, "--baseline", True),
+                                      "--rounds", True)
+    lines = revisions.side_by_side(__file__, child_args, args.baseline, args.rounds)
+    for line in lines + [compare(lines, args.baseline)]:
+      print(json.dumps(line), flush=True)
+    return
+  print(json.dumps(measure(args.model, args.row, args.batches, args.repeats)), flush=True)
+
+
+if __name__ == "__main__":
+  sys.exit(main())
