@@ -511,6 +511,8 @@ def figures(all_cells: list[Cell]) -> list[Path]:
   """The δ figure, the ARC-A3T δ figures and every kept run's learning curves, from the JSON."""
   import plots  # noqa: PLC0415  (matplotlib only for the figures)
 
+  for stale in [*FIGURES.glob("*.png"), *FIGURES.glob("curves/*.png")]:
+    stale.unlink()  # every figure is redrawn from the JSON; none may outlive its data
   written = []
   delta_points, sizes = {}, {}
   for cell in (c for c in all_cells if c.table == "δ figure"):
