@@ -25,6 +25,8 @@ available.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -36,13 +38,18 @@ from jax.sharding import Mesh
 
 from arc_jax import parallel
 from arc_jax.attacks import hotflip_robustness
+from arc_jax.data import num_batches
+from arc_jax.data.paths import data_folder
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, Experiment, build_experiment
 from arc_jax.train.export import has_exported_model, load_model
+from arc_jax.train.progress import eval_bar
 from arc_jax.train.steps import (RowsFn, config_optimizer, evaluate_split, init_state,
                                  make_eval_step, zero_totals)
 from arc_jax.train.tasks import TASKS
+
+logger = logging.getLogger(__name__)
 
 METRICS = ("acc", "cf", "ex", "hf")
 
@@ -80,14 +87,32 @@ def _restore(run: RunDirectory, experiment, which: str):
     checkpoints.close()
 
 
+def load_run(workdir, checkpoint: str = "best"):
+  """``(model, vocab, space)`` of a trained run, in one call: the model with the parameters of
+  its ``"best"`` (selected epoch) or ``"latest"`` Orbax checkpoint, the vocabulary (word → id)
+  and the run's perturbation space restricted to it (a tree space for Tree-LSTMs).
+
+  Rebuilds the run's data and model from its ``config.json`` (the data files must be where
+  training found them, see :mod:`arc_jax.data.paths`), then restores the checkpoint into them.
+  """
+  run = RunDirectory(workdir)
+  config = run.config()
+  validate(config)
+  experiment = build_experiment(config)
+  params, _ = _restore(run, experiment, checkpoint)
+  model = nnx.merge(experiment.graphdef, params, experiment.rest)
+  return model, experiment.data.vocab, experiment.space
+
+
 def _row_flags(experiment: Experiment, params: nnx.State, split: str, rows_fn: RowsFn,
-               certify: bool) -> dict[str, np.ndarray]:
+               certify: bool, progress: bool, name: str) -> dict[str, np.ndarray]:
   """The jitted ``rows_fn`` over ``split`` in eval batches: bool (n,) per key of its output."""
-  task, mesh = experiment.task, experiment.mesh
-  batches = task.batches(experiment, split, experiment.config.eval_batch_size, certify=certify)
+  task, mesh, size = experiment.task, experiment.mesh, experiment.config.eval_batch_size
+  n = len(experiment.splits[split])
+  batches = task.batches(experiment, split, size, certify=certify)
   return evaluate_split(make_eval_step(experiment.graphdef, rows_fn, mesh), params,
-                        experiment.rest, batches, len(experiment.splits[split]),
-                        lambda batch: task.put(batch, mesh))
+                        experiment.rest, batches, n, lambda batch: task.put(batch, mesh),
+                        bar=eval_bar(num_batches(n, size), f"{name} {split}", progress))
 
 
 def _metric(flags: np.ndarray, seconds: float, **extra) -> dict[str, Any]:
@@ -118,7 +143,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     exhaustive_batch_size: rows per predictor call in ``ex`` (a multiple of the devices).
     beam: HotFlip beam width of ``hf`` (candidates per example; 5 as in the paper). The search
       runs ``eval_batch_size`` sentences together (``eval_batch_size · beam`` gradient rows).
-    progress: tqdm bars during ``ex`` and ``hf``.
+    progress: progress bars (one per metric).
     mesh: the data mesh; default all devices.
 
   Raises:
@@ -136,6 +161,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                       "pass beam >= 1 (--beam, default 5).")
   run = RunDirectory(workdir)
   config = run.config()
+  run.require_checkpoint(checkpoint)  # before any data is loaded
   lexicon = {"synonyms": synonyms, "max_candidates": max_candidates}
   if config.trainable_embeddings and any(v not in (None, config[k]) for k, v in lexicon.items()):
     raise ConfigError(f"The run in {run.path} trained its word vectors on the vocabulary of its "
@@ -147,6 +173,12 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     if value is not None:
       config[field] = value
   validate(config)
+  # The data folder: $ARC_DATA_DIR when set, else the run's own if it is still there.
+  recorded = config.data_dir and Path(config.data_dir).is_dir() and not os.environ.get(
+      "ARC_DATA_DIR")
+  config.data_dir = str(data_folder(config.data_dir if recorded else None))
+  logger.info("Evaluating the %s checkpoint of %s; data folder %s.", checkpoint,
+              run.path.absolute(), config.data_dir)
   metrics = TASKS[config.model].metrics if metrics is None else metrics
   unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics))
   if unavailable:
@@ -169,12 +201,14 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   flags = {}
   if "acc" in metrics:
     tic = time.perf_counter()
-    flags["acc"] = _row_flags(experiment, params, split, task.classify_rows, False)["correct"]
+    flags["acc"] = _row_flags(experiment, params, split, task.classify_rows, False, progress,
+                              "acc")["correct"]
     out["acc"] = _metric(flags["acc"], time.perf_counter() - tic)
   if "cf" in metrics or "ex" in metrics:
     tic = time.perf_counter()
     flags["cf"] = _row_flags(experiment, params, split,
-                             task.certify_rows(experiment.space.signature), True)["certified"]
+                             task.certify_rows(experiment.space.signature), True, progress,
+                             "cf")["certified"]
     out["cf"] = _metric(flags["cf"], time.perf_counter() - tic)
   if "ex" in metrics:
     tic = time.perf_counter()

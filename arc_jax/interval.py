@@ -1,17 +1,27 @@
 """The interval (box) domain: ``Interval(lo, hi)`` and one sound transfer function per operation.
 
 Every function here is pure and works elementwise on arrays of any shape. Each docstring states
-why the result encloses every concrete value: for all concrete inputs ``x ∈ [lo, hi]`` (and
-``y ∈ [y.lo, y.hi]``) the concrete output lies in the returned interval. The arguments are exact in
-real arithmetic; floating-point rounding is not accounted for (as in the original ARC and most IBP
-tools), which is why the tests compare with a small tolerance.
+why the result encloses every value the operation can take: for all inputs ``x ∈ [lo, hi]`` (and
+``y ∈ [y.lo, y.hi]``) the returned box contains
 
-A *point* interval (``lo == hi``) goes through every function to the exact concrete result: the
-centre of a point is the point itself and its radius is zero, so the affine map computes
-``x @ w + b`` with the same operation as the concrete path.
+* the exact (real-arithmetic) result of the operation, and
+* every result a floating-point evaluation of the same formula can produce: rounding to nearest
+  (with or without flush-to-zero of subnormals), any summation order of a dot product, fused or
+  unfused multiply-adds, and elementwise functions within their measured error.
+
+So certificates are proofs in floating point: the concrete forward pass of every member string,
+run in the model's dtype, lies inside the certified box (tested strictly, without tolerance, in
+float32 and float64). Ends are rounded outward with :func:`round_outward`; the argument for each
+rule is in its docstring. The two facts used throughout: rounding to nearest is *monotone*
+(a ≤ b ⇒ fl(a) ≤ fl(b)), so a concrete rounded result stays between the rounded images of
+real bounds; and ``nextafter`` of a rounded value steps past the real value it approximates.
+
+A *point* interval (``lo == hi``) encloses the concrete result within a few ulps (elementwise
+rules) or within the dot-product error bound ``γ_n·|x|·|W|`` (affine maps).
 
 Most functions accept a plain array wherever an ``Interval`` is accepted, so one model code path
-serves concrete and abstract inputs (see :mod:`arc_jax.nn.cells`).
+serves concrete and abstract inputs (see :mod:`arc_jax.nn.cells`); on arrays they compute the
+plain concrete result.
 """
 
 from __future__ import annotations
@@ -21,6 +31,11 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+PRECISION = jax.lax.Precision.HIGHEST
+"""Matmul precision of affine maps, concrete and abstract: full float32 products on every
+platform (accelerators may otherwise use reduced-precision products, outside the error model)."""
 
 
 @jax.tree_util.register_dataclass
@@ -66,39 +81,184 @@ def is_interval(x) -> bool:
   return isinstance(x, Interval)
 
 
-def linear(x: Value, kernel: jax.Array, bias: jax.Array | None = None) -> Value:
-  """``x @ kernel + bias``.
+def _unit_roundoff(dtype) -> float:
+  return float(np.finfo(dtype).eps) / 2
 
-  Soundness: write x = c + e with |e| ≤ r (c, r the centre and radius). Then
-  x @ W = c @ W + e @ W and |e @ W| ≤ |e| @ |W| ≤ r @ |W| coordinatewise, so the image lies in
-  [c@W − r@|W|, c@W + r@|W|]. This is also the smallest box containing the image of a box.
+
+def _tiny(dtype):
+  """The smallest normal number: the largest absolute error of flushing a subnormal to zero."""
+  return np.finfo(dtype).tiny
+
+
+def round_outward(lo: jax.Array, hi: jax.Array) -> Interval:
+  """``[lo, hi]`` widened to ``[next float below lo − tiny, next float above hi + tiny]``.
+
+  The rounding primitive of every rule. Let ``lo = fl(a)`` be the rounding to nearest of a real
+  ``a`` (or any float with |lo − a| at most half an ulp of lo, or at most ``tiny`` where results
+  are flushed to zero). Then the returned lower end is ≤ a: if ``lo − tiny`` rounds back to
+  ``lo``, ``nextafter`` steps one full ulp below lo, past a; otherwise it is already one float
+  below lo. The ``tiny`` term covers flush-to-zero (XLA on CPU flushes subnormals, so
+  ``nextafter(0)`` alone would read as 0). Symmetrically for ``hi``. Costs two elementwise
+  operations per end; the derivative is the identity (``nextafter`` passes tangents through).
+  """
+  tiny = _tiny(lo.dtype)
+  return Interval(jnp.nextafter(lo - tiny, jnp.asarray(-jnp.inf, lo.dtype)),
+                  jnp.nextafter(hi + tiny, jnp.asarray(jnp.inf, hi.dtype)))
+
+
+def _up(x: jax.Array) -> jax.Array:
+  """A float ≥ the real value that ``x`` rounds (see :func:`round_outward`)."""
+  return round_outward(x, x).hi
+
+
+def _const_up(value: float, dtype) -> np.ndarray:
+  """A constant of ``dtype`` that is ≥ ``value`` (rounded up, not to nearest)."""
+  return np.nextafter(np.asarray(value, dtype), np.asarray(np.inf, dtype))
+
+
+def dot_error(n: int, dtype) -> float:
+  """γ_n = n·u / (1 − n·u), u the unit roundoff: the relative error bound of a dot product.
+
+  For any order of summation (and with or without fused multiply-adds), a float dot product of
+  length n satisfies |fl(x·w) − x·w| ≤ γ_n |x|·|w| (Higham, *Accuracy and Stability of
+  Numerical Algorithms*, §3.1); for nonnegative terms fl(x·w) ≥ (1 − γ_n) x·w.
+  """
+  u = _unit_roundoff(dtype)
+  if n * u >= 0.1:
+    raise ValueError(f"Dot products of length {n} are too long for sound bounds in {dtype}.")
+  return n * u / (1 - n * u)
+
+
+def _nonneg_matmul_upper(v: jax.Array, m: jax.Array) -> jax.Array:
+  """An upper bound of the exact ``v @ m`` for nonnegative ``v`` and ``m``.
+
+  Soundness: the computed product P satisfies P ≥ (1 − γ_n)·v@m (:func:`dot_error`), so
+  v@m ≤ P / (1 − γ_n) ≤ P·(1 + 2γ_n) for γ_n ≤ 1/2; the product with that constant (rounded
+  up) is rounded up once more.
+  """
+  n = m.shape[0]
+  factor = _const_up(1 + 2 * dot_error(n, m.dtype), m.dtype)
+  return _up(jnp.matmul(v, m, precision=PRECISION) * factor)
+
+
+def _centre_radius(x: Interval) -> tuple[jax.Array, jax.Array]:
+  """A float centre c ∈ [lo, hi] and radius r with [c − r, c + r] ⊇ [lo, hi] in real arithmetic.
+
+  c = fl((lo + hi)/2) lies in [lo, hi] by monotone rounding; r is max(hi − c, c − lo) rounded
+  up, so it is at least the real distance from c to either end.
+  """
+  c = (x.lo + x.hi) / 2
+  return c, _up(jnp.maximum(x.hi - c, c - x.lo))
+
+
+def _magnitude(x: Interval) -> jax.Array:
+  """max(|lo|, |hi|): an exact bound of |x| over the box."""
+  return jnp.maximum(jnp.abs(x.lo), jnp.abs(x.hi))
+
+
+def linear(x: Value, kernel: jax.Array, bias: jax.Array | None = None) -> Value:
+  """``x @ kernel + bias`` (kernel (n, k)).
+
+  Soundness in reals: write x = c + e with |e| ≤ r. Then x @ W = c @ W + e @ W and
+  |e @ W| ≤ r @ |W|, so the image lies in [c@W − r@|W|, c@W + r@|W|] (+ b).
+
+  In floating point (m = max(|lo|, |hi|) ≥ |x|, γ = γ_{n+1} of :func:`dot_error`, the bias
+  counted as one more term): a concrete evaluation gives fl(x@W + b) ≥ x@W + b − γ(|x|@|W| + |b|)
+  ≥ c@W + b − r@|W| − γ(m@|W| + |b|) =: L, which is also below the real value. Our centre
+  P = fl(c@W + b) has |P − (c@W + b)| ≤ γ(m@|W| + |b|), so L ≥ P − t with
+  t = (r + 2γm)@|W| + 2γ|b|, which is computed rounded up (:func:`_nonneg_matmul_upper`). The
+  result is ``round_outward(P − t, P + t)``; symmetrically for the upper end. For a point box
+  the width is ≈ 4γ(|x|@|W| + |b|): γ_{101} ≈ 6e-6 in float32.
   """
   if not is_interval(x):
-    y = x @ kernel
+    y = jnp.matmul(x, kernel, precision=PRECISION)
     return y if bias is None else y + bias
-  centre = x.centre @ kernel
+  dtype = x.dtype
+  gamma = dot_error(kernel.shape[0] + 1, dtype)
+  c, r = _centre_radius(x)
+  centre = jnp.matmul(c, kernel, precision=PRECISION)
   if bias is not None:
     centre = centre + bias
-  spread = x.radius @ jnp.abs(kernel)
-  return Interval(centre - spread, centre + spread)
+  v = _up(r + _up(_magnitude(x) * _const_up(2 * gamma, dtype)))
+  spread = _nonneg_matmul_upper(v, jnp.abs(kernel))
+  if bias is not None:
+    spread = _up(spread + _up(jnp.abs(bias) * _const_up(2 * gamma, dtype)))
+  return round_outward(centre - spread, centre + spread)
+
+
+def margin_lower_bounds(x: Interval, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+  """Lower bounds of z_y − z_j (..., K, K) for z = x @ kernel + bias over the box (..., n).
+
+  Bounding the difference directly, through the kernel W_y − W_j, is tighter than subtracting
+  the bounds of z_y and z_j.
+
+  Soundness: in reals z_y − z_j = a·D + β with D = W_y − W_j, β = b_y − b_j. The computed
+  D̃ = fl(D), β̃ = fl(β) are within u·S, u·s of them (S = |W_y| + |W_j|, s = |b_y| + |b_j|), so
+  a·D + β ≥ a·D̃ + β̃ − u(|a|·S + s), and a·D̃ + β̃ is bounded below over the box by
+  :func:`linear`. The concrete logits are each within γ_{n+1}(|a|·|W_·| + |b_·|) of their real
+  values (:func:`linear`), so their difference, and its rounding, are at least
+  a·D + β − γ_{n+1}(|a|·S + s). Hence z_y − z_j ≥ lo(linear(x, D̃, β̃)) − (γ_{n+1} + u)(m·S + s)
+  with m = max(|lo|, |hi|), the error term rounded up and the difference rounded down.
+  """
+  n, k = kernel.shape
+  dtype = x.dtype
+  diff = (kernel[:, :, None] - kernel[:, None, :]).reshape(n, k * k)
+  base = linear(x, diff, (bias[:, None] - bias[None, :]).reshape(k * k)).lo
+  mag, bmag = jnp.abs(kernel), jnp.abs(bias)
+  total = _up((mag[:, :, None] + mag[:, None, :]).reshape(n, k * k))
+  total_bias = _up((bmag[:, None] + bmag[None, :]).reshape(k * k))
+  coef = _const_up(dot_error(n + 1, dtype) + _unit_roundoff(dtype), dtype)
+  error = _up(_up(_nonneg_matmul_upper(_magnitude(x), total) + total_bias) * coef)
+  out = round_outward(base - error, base).lo
+  return out.reshape(out.shape[:-1] + (k, k))
+
+
+_FUNCTION_ERRORS = {jax.nn.relu: (0, None), jax.nn.sigmoid: (32, (0.0, 1.0)),
+                    jnp.tanh: (32, (-1.0, 1.0)), jnp.exp: (32, (0.0, None))}
+"""Elementwise function → (relative widening in units of u, range of the function or None).
+
+The widening is twice the implementation's error bound plus slack: XLA's float32 and float64
+``tanh``, ``logistic`` and ``exp`` are measured within 8u (``tests/test_interval.py`` checks
+it against long-double references on millions of inputs, saturation included). ReLU is exact.
+"""
 
 
 def monotone(fn: Callable[[jax.Array], jax.Array], x: Value) -> Value:
   """``fn(x)`` for a nondecreasing elementwise ``fn`` (ReLU, sigmoid, tanh, exp).
 
-  Soundness: lo ≤ x ≤ hi implies fn(lo) ≤ fn(x) ≤ fn(hi).
+  Soundness: in reals lo ≤ x ≤ hi implies fn(lo) ≤ fn(x) ≤ fn(hi). In floating point the
+  implementation f̃ is within E = 8u·|fn| of fn (not necessarily monotone), so
+  f̃(x) ≤ fn(hi) + E ≤ f̃(hi) + 2E (+ tiny): the computed ends are widened by 32u relative, then
+  rounded outward, and clipped to the function's range (which the implementation respects,
+  tested). ReLU is exact and needs no widening.
   """
   if not is_interval(x):
     return fn(x)
-  return Interval(fn(x.lo), fn(x.hi))
+  if fn not in _FUNCTION_ERRORS:
+    raise ValueError(f"No floating-point error bound is known for {fn}; add it to "
+                     "interval._FUNCTION_ERRORS with a measured bound.")
+  ulps, bounds = _FUNCTION_ERRORS[fn]
+  lo, hi = fn(x.lo), fn(x.hi)
+  if not ulps:
+    return Interval(lo, hi)
+  rel = _const_up(ulps * _unit_roundoff(x.dtype), x.dtype)
+  out = round_outward(lo - jnp.abs(lo) * rel, hi + jnp.abs(hi) * rel)
+  low, high = bounds
+  return Interval(out.lo if low is None else jnp.maximum(out.lo, low),
+                  out.hi if high is None else jnp.minimum(out.hi, high))
 
 
 def add(x: Value, y: Value) -> Value:
-  """``x + y``. Soundness: sums of lower (upper) bounds bound the sum from below (above)."""
+  """``x + y``.
+
+  Soundness: sums of lower (upper) bounds bound the sum from below (above); by monotone
+  rounding the concrete fl(x + y) lies between the rounded sums of the ends, which
+  :func:`round_outward` encloses.
+  """
   if not is_interval(x) and not is_interval(y):
     return x + y
   x, y = as_interval(x), as_interval(y)
-  return Interval(x.lo + y.lo, x.hi + y.hi)
+  return round_outward(x.lo + y.lo, x.hi + y.hi)
 
 
 def mul(x: Value, y: Value) -> Value:
@@ -106,6 +266,8 @@ def mul(x: Value, y: Value) -> Value:
 
   Soundness: for fixed y, x ↦ x·y is linear, so its extremes over [x.lo, x.hi] are at the
   endpoints; likewise in y. Hence the extremes over the box are among the four corner products.
+  Rounding is monotone, so the concrete fl(x·y) lies between the smallest and largest rounded
+  corners; the rounded ends are widened outward.
   """
   if not is_interval(x) and not is_interval(y):
     return x * y
@@ -113,21 +275,36 @@ def mul(x: Value, y: Value) -> Value:
   corners = (x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi)
   lo = jnp.minimum(jnp.minimum(corners[0], corners[1]), jnp.minimum(corners[2], corners[3]))
   hi = jnp.maximum(jnp.maximum(corners[0], corners[1]), jnp.maximum(corners[2], corners[3]))
-  return Interval(lo, hi)
+  return round_outward(lo, hi)
 
 
 def scale(x: Value, factor: jax.Array) -> Value:
-  """``x * factor`` for a nonnegative ``factor`` (e.g. a dropout mask or 1/length).
+  """``x * factor`` for a nonnegative ``factor`` (e.g. a dropout mask).
 
-  Soundness: multiplying by a nonnegative number is nondecreasing.
+  Soundness: multiplying by a nonnegative number is nondecreasing; rounding as in :func:`add`.
   """
   if not is_interval(x):
     return x * factor
-  return Interval(x.lo * factor, x.hi * factor)
+  return round_outward(x.lo * factor, x.hi * factor)
+
+
+def divide(x: Value, divisor: jax.Array) -> Value:
+  """``x / divisor`` for a positive ``divisor`` (e.g. a length, for mean pooling).
+
+  Soundness: dividing by a positive number is increasing; rounding as in :func:`add`. (Not
+  ``scale(x, 1 / divisor)``: the reciprocal would add a rounding error of its own.)
+  """
+  if not is_interval(x):
+    return x / divisor
+  return round_outward(x.lo / divisor, x.hi / divisor)
 
 
 def join(x: Interval, y: Interval) -> Interval:
-  """The smallest box containing both: every member of either is in ``[min lo, max hi]``."""
+  """The smallest box containing both: every member of either is in ``[min lo, max hi]``.
+
+  Exact in floating point (min and max do not round), as are :func:`where`, :func:`masked_join`
+  and :func:`hull`.
+  """
   return Interval(jnp.minimum(x.lo, y.lo), jnp.maximum(x.hi, y.hi))
 
 
@@ -150,31 +327,39 @@ def masked_join(x: Interval, x_valid: jax.Array, y: Interval, y_valid: jax.Array
   return out, x_valid | y_valid
 
 
-def hull(values: jax.Array, mask: jax.Array, axis: int, empty: jax.Array) -> Interval:
-  """The smallest box containing the ``values`` whose ``mask`` is set, along ``axis``.
+def hull(values: Value, mask: jax.Array, axis: int, empty: Value) -> Interval:
+  """The smallest box containing the ``values`` (points or boxes) whose ``mask`` is set.
 
   Args:
-    values: (..., R, ..., D) candidate vectors.
+    values: (..., R, ..., D) candidate vectors, or boxes of them.
     mask: bool of shape ``values.shape[:-1]``: which candidates are real.
     axis: the candidate axis (must not be the last one).
-    empty: the point used where no candidate is set (keeps ⊥ finite; callers mask it out).
+    empty: the point or box used where no candidate is set (keeps ⊥ finite; callers mask it out).
 
-  Soundness: every masked-in candidate lies between the coordinatewise min and max.
+  Soundness: every masked-in candidate (box) lies between the coordinatewise min of the lower
+  ends and max of the upper ends. Exact in floating point.
   """
+  values, empty = as_interval(values), as_interval(empty)
   m = mask[..., None]
-  lo = jnp.min(jnp.where(m, values, jnp.inf), axis=axis)
-  hi = jnp.max(jnp.where(m, values, -jnp.inf), axis=axis)
+  lo = jnp.min(jnp.where(m, values.lo, jnp.inf), axis=axis)
+  hi = jnp.max(jnp.where(m, values.hi, -jnp.inf), axis=axis)
   any_set = jnp.any(mask, axis=axis)[..., None]
-  return Interval(jnp.where(any_set, lo, empty), jnp.where(any_set, hi, empty))
+  return Interval(jnp.where(any_set, lo, empty.lo), jnp.where(any_set, hi, empty.hi))
 
 
-def shrink_towards(box: Interval, anchor: jax.Array, eps: jax.Array | float) -> Interval:
-  """The box ``anchor + eps · (box − anchor)``: ε = 0 gives the point ``anchor``, ε = 1 ``box``.
+def shrink_towards(box: Interval, anchor: Value, eps: jax.Array | float) -> Interval:
+  """The box ``anchor + eps · (box − anchor)`` for eps ∈ [0, 1], ends rounded outward.
 
-  Used for the training curriculum; only ε = 1 is a sound abstraction of the full hull (for
-  ε < 1 the result is a sub-box of ``hull(box ∪ {anchor})``).
+  ε = 0 gives (a box around) ``anchor``, ε = 1 ``box``. Used for the training curriculum; only
+  ε = 1 is a sound abstraction of the full hull, and it is in floating point too: each of the
+  three operations is rounded outward, so at ε = 1 the result contains ``box`` (the rounded
+  differences are multiplied by 1 exactly). An ``anchor`` box shrinks each end towards its own
+  end (ε = 0 gives the anchor box).
   """
-  return Interval(anchor + eps * (box.lo - anchor), anchor + eps * (box.hi - anchor))
+  anchor = as_interval(anchor)
+  diff = round_outward(box.lo - anchor.lo, box.hi - anchor.hi)
+  step = round_outward(eps * diff.lo, eps * diff.hi)
+  return round_outward(anchor.lo + step.lo, anchor.hi + step.hi)
 
 
 def as_interval(x: Value) -> Interval:

@@ -6,7 +6,7 @@ Tables 2 and 3 are ``experiments/report.py``'s ``PAPER`` (model, method, space k
 (Acc, HF Acc, CF Acc, EX Acc).
 """
 
-from report import PAPER as TABLES_2_3  # noqa: F401  (re-exported: one copy of those numbers)
+from arc_jax.cli.report import PAPER as TABLES_2_3  # noqa: F401  (re-exported: one copy of those numbers)
 
 TABLE_4_A3T = {
     # tab:compare_a3twhole, "A3T (HotFlip)" CNN rows: (Acc, HF, CF, EX); CF N/A.

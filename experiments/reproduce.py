@@ -34,7 +34,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import paper  # noqa: E402
-from report import METRICS, model_kind, space_key  # noqa: E402
+from arc_jax.cli.report import METRICS, model_kind, space_key  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from experiment_scripts import load_script
 
+import arc_jax
+from arc_jax.certify import certify
 from arc_jax.data import paths
 from arc_jax.evaluation import EvaluationError, _check, evaluate_run
 from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
@@ -57,6 +59,13 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path):
   assert metrics["cf"]["count"] == summary["test"]["certified"]
   assert results["checkpoint"] == {"which": "best", "step": 8, "epoch": 0}
   assert results["empty_examples"]["indices"] == []
+
+  # The README's one-call loader, as the README writes it, on this run.
+  from test_readme import section_blocks  # pylint: disable=import-outside-toplevel
+  block = next(b for b in section_blocks("Certify your own model") if "load_run" in b)
+  scope = {"arc_jax": arc_jax, "certify": certify}
+  exec(block.replace('"runs/arc"', repr(str(run))), scope)  # pylint: disable=exec-used
+  assert scope["out"]["certified"].shape == (1,)
 
   assert evaluate.main(["--workdir", str(run), "--metrics", "ex", "--no-shortcut",
                         "--no-progress"]) == 0

@@ -67,24 +67,107 @@ def test_mul_and_add_enclose_samples(seed, scale):
   assert_encloses(iv.add(x, y), xs + ys)
 
 
-def test_mul_is_exact_on_corners():
-  """The product box is the tightest: its ends are attained by corner products."""
+def test_mul_is_tight_on_corners_up_to_one_rounding():
+  """The product box is the tightest up to outward rounding: its ends are corner products."""
   x = iv.Interval(jnp.array([-2.0]), jnp.array([3.0]))
   y = iv.Interval(jnp.array([-5.0]), jnp.array([1.0]))
   prod = iv.mul(x, y)
-  assert float(prod.lo[0]) == -15.0 and float(prod.hi[0]) == 10.0
+  assert np.nextafter(-15.0, -1e9, dtype=np.float64) >= float(prod.lo[0]) >= -15.0 - 1e-14
+  assert np.nextafter(10.0, 1e9, dtype=np.float64) <= float(prod.hi[0]) <= 10.0 + 1e-14
 
 
-def test_point_intervals_are_exact():
+def ulps_apart(a, b):
+  """How many floats of a's dtype lie between a and b (elementwise, finite values)."""
+  a, b = np.asarray(a), np.asarray(b)
+  info = np.iinfo(np.int32 if a.dtype == np.float32 else np.int64)
+  ints = lambda v: (lambda i: np.where(i < 0, info.min - i, i))(
+      v.view(np.int32 if a.dtype == np.float32 else np.int64).astype(np.int64))
+  return np.abs(ints(a) - ints(b))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+@pytest.mark.parametrize("scale", [1.0, 10.0, 1000.0])
+def test_point_linear_contains_every_evaluation_and_is_narrow(dtype, scale):
+  """A point box contains the concrete product of any shape (XLA may round differently per
+  shape) and the exact one, and is at most ~4γ_n·|x|·|W| wide."""
   rng = np.random.default_rng(0)
-  x = jnp.asarray(rng.normal(size=(3, 5)))
-  w, b = jnp.asarray(rng.normal(size=(5, 4))), jnp.asarray(rng.normal(size=(4,)))
-  p = iv.linear(iv.point(x), w, b)
-  np.testing.assert_array_equal(p.lo, x @ w + b)
-  np.testing.assert_array_equal(p.hi, x @ w + b)
-  m = iv.mul(iv.point(x), iv.point(2 * x))
-  np.testing.assert_array_equal(m.lo, x * (2 * x))
-  np.testing.assert_array_equal(m.hi, x * (2 * x))
+  n = 300
+  x = (rng.normal(size=(64, n)) * scale).astype(dtype)
+  w = (rng.normal(size=(n, 50)) * scale).astype(dtype)
+  b = (rng.normal(size=(50,)) * scale).astype(dtype)
+  box = iv.linear(iv.point(jnp.asarray(x)), jnp.asarray(w), jnp.asarray(b))
+  exact = (x.astype(np.longdouble) @ w.astype(np.longdouble)) + b
+  for concrete in (iv.linear(jnp.asarray(x), jnp.asarray(w), jnp.asarray(b)),
+                   jax.vmap(lambda r: iv.linear(r, jnp.asarray(w), jnp.asarray(b)))(x),
+                   jnp.asarray(x[:1]) @ jnp.asarray(w) + b):
+    c = np.asarray(concrete)
+    assert np.all(np.asarray(box.lo)[:len(c)] <= c) and np.all(c <= np.asarray(box.hi)[:len(c)])
+  assert np.all(np.asarray(box.lo) <= exact) and np.all(exact <= np.asarray(box.hi))
+  bound = 4 * iv.dot_error(n + 1, dtype) * (np.abs(x) @ np.abs(w) + np.abs(b)) * 1.01
+  assert np.all(np.asarray(box.hi) - np.asarray(box.lo) <= bound + 8 * np.finfo(dtype).tiny)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_elementwise_point_rules_are_a_few_ulps_wide(dtype):
+  rng = np.random.default_rng(3)
+  x = jnp.asarray((rng.normal(size=(1000,)) * 5).astype(dtype))
+  for box, concrete in ((iv.mul(iv.point(x), iv.point(2 * x)), x * (2 * x)),
+                        (iv.add(iv.point(x), iv.point(x ** 3)), x + x ** 3),
+                        (iv.monotone(jnp.tanh, iv.point(x)), jnp.tanh(x))):
+    assert np.all(box.lo <= concrete) and np.all(concrete <= box.hi)
+    assert np.max(ulps_apart(box.lo, box.hi)) <= 80
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fn,ref,bounds", [
+    (jnp.tanh, np.tanh, (-1, 1)),
+    (jax.nn.sigmoid, lambda v: 1 / (1 + np.exp(-v)), (0, 1)),
+    (jnp.exp, np.exp, (0, np.inf))])
+def test_elementwise_functions_are_within_the_assumed_error(dtype, fn, ref, bounds):
+  """interval.monotone widens by 32u, assuming XLA's functions are within 8u of the truth and
+  inside their range: checked on a dense grid, saturation and tiny values included."""
+  rng = np.random.default_rng(0)
+  x = np.concatenate([rng.normal(size=200_000) * s for s in (1e-3, 1, 5, 30)]
+                     + [np.linspace(-90, 90, 200_001), [0.0, 1e-30, -1e-30, 1e-40]]).astype(dtype)
+  if fn is jnp.exp:
+    x = x[x < np.log(np.finfo(dtype).max) - 1]
+  y = np.asarray(jax.jit(fn)(jnp.asarray(x)))
+  truth = ref(x.astype(np.longdouble))
+  u, tiny = np.finfo(dtype).eps / 2, np.finfo(dtype).tiny
+  assert np.all(np.abs(y - truth) <= 8 * u * np.abs(truth) + tiny)
+  assert np.all((bounds[0] <= y) & (y <= bounds[1]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.sampled_from([1.0, 10.0, 1e4]))
+def test_float32_linear_with_large_weights_encloses_exact_and_concrete(seed, scale):
+  rng = np.random.default_rng(seed)
+  a, b = (rng.normal(size=(2, 8, 100)) * scale).astype(np.float32)
+  x = iv.Interval(jnp.asarray(np.minimum(a, b)), jnp.asarray(np.maximum(a, b)))
+  w = (rng.normal(size=(100, 7)) * scale).astype(np.float32)
+  bias = (rng.normal(size=(7,)) * scale).astype(np.float32)
+  out = iv.linear(x, jnp.asarray(w), jnp.asarray(bias))
+  xs = samples_in(rng, x, n=16).astype(np.float32)
+  concrete = np.asarray(jnp.asarray(xs) @ jnp.asarray(w) + bias)
+  exact = xs.astype(np.longdouble) @ w.astype(np.longdouble) + bias
+  for values in (concrete, exact):
+    assert np.all(np.asarray(out.lo) <= values) and np.all(values <= np.asarray(out.hi))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.sampled_from([1.0, 10.0, 1e3]), st.sampled_from([np.float32, np.float64]))
+def test_margin_lower_bounds_bound_concrete_logit_differences(seed, scale, dtype):
+  rng = np.random.default_rng(seed)
+  a, b = (rng.normal(size=(2, 6, 40)) * scale).astype(dtype)
+  x = iv.Interval(jnp.asarray(np.minimum(a, b)), jnp.asarray(np.maximum(a, b)))
+  w = (rng.normal(size=(40, 3)) * scale).astype(dtype)
+  bias = (rng.normal(size=(3,)) * scale).astype(dtype)
+  margins = np.asarray(iv.margin_lower_bounds(x, jnp.asarray(w), jnp.asarray(bias)))
+  xs = samples_in(rng, x, n=16).astype(dtype)
+  z = np.asarray(jnp.asarray(xs) @ jnp.asarray(w) + bias)
+  assert np.all(margins <= z[..., :, None] - z[..., None, :])
+  exact = xs.astype(np.longdouble) @ w.astype(np.longdouble) + bias
+  assert np.all(margins <= exact[..., :, None] - exact[..., None, :])
 
 
 def test_join_and_masked_join_ignore_bottom():
@@ -119,6 +202,18 @@ def test_shrink_towards_interpolates_between_anchor_and_box(eps):
   box = iv.Interval(jnp.array([1.0, -2.0]), jnp.array([3.0, -1.0]))
   anchor = jnp.array([2.0, 0.0])
   out = iv.shrink_towards(box, anchor, eps)
-  np.testing.assert_allclose(out.lo, anchor + eps * (box.lo - anchor))
-  np.testing.assert_allclose(out.hi, anchor + eps * (box.hi - anchor))
+  np.testing.assert_allclose(out.lo, anchor + eps * (box.lo - anchor), rtol=1e-14, atol=1e-300)
+  np.testing.assert_allclose(out.hi, anchor + eps * (box.hi - anchor), rtol=1e-14, atol=1e-300)
   assert np.all(np.asarray(out.lo) <= np.asarray(out.hi))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.sampled_from([np.float32, np.float64]))
+def test_shrink_at_eps_one_contains_the_box_exactly(seed, dtype):
+  """The ε-shrink at ε = 1 must not lose hull ends to rounding (issue 12's second escape)."""
+  rng = np.random.default_rng(seed)
+  a, b = (rng.normal(size=(2, 500)) * 10).astype(dtype)
+  box = iv.Interval(jnp.asarray(np.minimum(a, b)), jnp.asarray(np.maximum(a, b)))
+  anchor = jnp.asarray((rng.normal(size=500) * 1e3).astype(dtype))
+  out = iv.shrink_towards(box, anchor, jnp.asarray(1.0, dtype))
+  assert np.all(out.lo <= box.lo) and np.all(box.hi <= out.hi)

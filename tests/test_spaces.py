@@ -341,10 +341,14 @@ def test_parser_syntax_error_position(spec, pos):
     parse_space(spec, synonyms={})
 
 
-def test_parser_custom_overrides_standard_name():
-  """A custom transformation registered under a standard name replaces the standard one."""
-  mine = custom("Del", 1, 0, match=lambda w: w[0] == "movie", replace=lambda w: [()])
-  space = parse_space("[(Del,1)]", custom={"Del": mine})
+def test_parser_refuses_a_custom_transformation_under_a_standard_name():
+  """A standard name means the standard transformation everywhere: reusing it is refused."""
+  with pytest.raises(ValueError, match="'Del' is the name of a standard transformation"):
+    custom("Del", 1, 0, match=lambda w: w[0] == "movie", replace=lambda w: [()])
+  mine = custom("MyDel", 1, 0, match=lambda w: w[0] == "movie", replace=lambda w: [()])
+  with pytest.raises(ValueError, match=r"custom=\{'Del': ...\} reuses the name"):
+    parse_space("[(Del,1)]", custom={"Del": mine})
+  space = parse_space("[(MyDel,1)]", custom={"MyDel": mine})
   assert set(space.enumerate(("the", "movie"))) == {("the", "movie"), ("the",)}
 
 

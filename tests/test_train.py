@@ -1,6 +1,7 @@
 """Training pieces without real data: schedules, losses, optimiser, steps, configs, run files."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,8 @@ from arc_jax.train import (METHODS, TASKS, ConfigError, Method, RunDirectory, Ru
                            data_mesh, default_config, epoch_ramp, init_state, make_optimizer,
                            make_train_step, max_of_means_loss, register_method, validate,
                            worst_case_loss, zero_totals)
-from arc_jax.train.config import RUN_CONTROL_FIELDS
+from arc_jax.train.config import RUN_CONTROL_FIELDS, run_name
+from arc_jax.train.progress import RunClock
 from arc_jax.train.losses import node_cross_entropy
 from arc_jax.train.tasks import IndexedTrees
 
@@ -379,3 +381,54 @@ def test_run_directory_refuses_a_foreign_directory(tmp_path):
   (tmp_path / "data.csv").write_text("x")
   with pytest.raises(RunExistsError, match="another --workdir"):
     RunDirectory(tmp_path).start(default_config())
+
+
+# -- run names and the space guard -------------------------------------------------------------
+
+def test_run_names_follow_the_overridden_fields():
+  arc = load_config_module("arc").get_config()
+  assert run_name(arc, {}) == run_name(arc, {"progress", "data_dir"}) == "arc_lstm_del2sub2"
+  arc.space = "[(Ins,2),(Sub,2)]"  # a paper space in another order keeps its key
+  assert run_name(arc, {"space"}) == "arc_lstm_sub2ins2"
+  arc.space, arc.seed = "[(Del,50),(Sub,50)]", 1
+  assert run_name(arc, {"space", "seed", "max_steps"}) == "arc_lstm_del50sub50_seed1"
+  normal = load_config_module("normal").get_config()
+  assert run_name(normal, {}) == "normal_lstm"
+  normal.bidirectional = True
+  assert run_name(normal, {"bidirectional"}) == "normal_bilstm_del2sub2"
+  tree = load_config_module("tree").get_config("augment,sub2ins2")
+  assert run_name(tree, {"method"}) == "augment_tree_sub2ins2"
+  tree.name = "mine"
+  assert run_name(tree, {"name", "seed"}) == "mine"
+  # Many overrides: a hash of them instead of a long name.
+  assert re.fullmatch(r"augment_tree_sub2ins2_[0-9a-f]{8}",
+                      run_name(tree, set(tree.keys()) - {"name"}))
+
+
+def test_spaces_too_large_for_the_machine_are_refused_with_the_estimate():
+  config = default_config()
+  space = parse_space("[(Del,2),(Sub,2)]", synonyms={})
+  assert space.grid_size() == 9
+  # (1 + m) branches × (lo, hi) × (h, c) × B × C × H float32 values per position.
+  assert space.signature.dp_memory_estimate(32, 100, 64) == 3 * 2 * 2 * 32 * 9 * 100 * 4 * 64
+  config.space = "[(Del,50),(Sub,50)]"
+  with pytest.raises(ConfigError, match=r"2,601 budget slots per position; its DP states alone "
+                     r"need about 23\.8 GiB per batch of 32 .*allow_large_space=True"):
+    validate(config)
+  config.allow_large_space = True
+  validate(config)
+
+
+def test_run_clock_leaves_compilation_out_and_times_each_kind_of_step():
+  clock = RunClock(steps_per_epoch=10, epoch_kinds=["clean", "arc", "arc"])
+  assert clock.eta(0) == "?"
+  clock.step_done("clean", 60.0, compiled=True)  # a compiling step is not a rate
+  assert clock.eta(1) == "?"
+  for _ in range(9):
+    clock.step_done("clean", 1.0, compiled=False)
+  clock.eval_done(5.0)
+  # ARC steps not timed yet: a lower bound, counting the evaluations after epochs 1 and 2.
+  assert clock.remaining(10) == (10.0, False) and clock.eta(10) == ">0:00:10"
+  clock.step_done("arc", 4.0, compiled=False)
+  assert clock.remaining(11) == (9 * 4.0 + 5.0 + 10 * 4.0 + 5.0, True)
+  assert clock.eta(11) == "0:01:26"

@@ -8,6 +8,8 @@ one step after a periodic checkpoint (a crash that loses a step).
 """
 
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -156,3 +158,51 @@ def test_interrupted_runs_resume_to_the_uninterrupted_result(tiny_data, tmp_path
   assert flat_a.keys() == flat_b.keys()
   for key in flat_a:
     np.testing.assert_array_equal(flat_a[key], flat_b[key], err_msg=str(key))
+
+
+SIGNAL = {"at": None}
+
+
+def signalling_augmentation(experiment):
+  augment = random_members(experiment)
+
+  def transform(batch, step, params):
+    if step == SIGNAL["at"]:
+      os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C: the step runs, then the loop stops
+    return augment(batch, step, params)
+
+  return transform
+
+
+if "augment_signal_test" not in METHODS:
+  register_method("augment_signal_test", Method(certified=False,
+                                                batch_transform=signalling_augmentation))
+
+
+@pytest.mark.filterwarnings("ignore:Sharding info not provided")  # raw restores in final_state
+def test_a_signal_mid_epoch_or_during_the_dev_evaluation_resumes_to_the_same_result(
+    tiny_data, tmp_path, monkeypatch):
+  root, cache = tiny_data
+  monkeypatch.setenv("ARC_DATA_DIR", str(root))
+  monkeypatch.setenv("ARC_CACHE_DIR", str(cache))
+  config = tiny_config("lstm")
+  config.method = "augment_signal_test"
+  reference = train_and_evaluate(config, tmp_path / "reference")
+  handler = signal.getsignal(signal.SIGINT)
+  # Signalled before step 4 runs: stops after it, mid-epoch. Before step 12, the last of epoch 1:
+  # stops during epoch 1's dev evaluation, which the resumed run does first.
+  for at, stopped in ((3, 4), (11, 12)):
+    SIGNAL["at"] = at
+    try:
+      out = train_and_evaluate(config, tmp_path / "run")
+    finally:
+      SIGNAL["at"] = None
+    assert out == {"status": "interrupted", "step": stopped, "workdir": str(tmp_path / "run"),
+                   "signal": "SIGINT"}
+    assert final_state(tmp_path / "run")[0] == stopped
+  assert signal.getsignal(signal.SIGINT) is handler  # restored
+  assert without_timings(train_and_evaluate(config, tmp_path / "run")) == without_timings(
+      reference)
+  logs = [[without_timings(json.loads(l)) for l in (d / "metrics.jsonl").read_text().splitlines()]
+          for d in (tmp_path / "reference", tmp_path / "run")]
+  assert logs[0] == logs[1]

@@ -160,21 +160,23 @@ def test_unperturbed_tree_comes_first_and_nested_round_trips():
   assert next(space_of("[(Del,2),(Ins,1)]").enumerate(tree)) == nested
 
 
-@pytest.mark.parametrize("spec", ["[(Trans1,1)]", "[(Sub,1),(Trans4,1)]", "[(Swap,1)]"])
+@pytest.mark.parametrize("spec", ["[(Trans1,1)]", "[(Sub,1),(Trans3,1)]", "[(Swap,1)]"])
 def test_string_only_transformations_are_rejected(spec):
   swap = arc_jax.custom("Swap", 2, 2, match=lambda w: True, replace=lambda w: [w[::-1]])
   with pytest.raises(ValueError, match="no tree counterpart"):
     tree_space(parse_space(spec, synonyms={}, custom={"Swap": swap}))
 
 
-def test_custom_transformation_named_like_a_standard_one_is_rejected():
-  fake = arc_jax.custom("Del", 2, 0, match=lambda w: True, replace=lambda w: [()])
-  with pytest.raises(ValueError, match="Del"):
-    tree_space(parse_space("[(Del,1)]", custom={"Del": fake}))
+def test_trans4_is_a_duplication_of_the_leaves_it_matches():
+  space = tree_space(parse_space("[(Trans4,1)]"))
+  assert space.kinds == ("Dup",)
+  assert set(space.enumerate(from_nested(("good", "!")))) == {("good", "!"),
+                                                              ("good", ("!", "!"))}
 
 
 def test_ins_and_dup_together_are_rejected():
-  with pytest.raises(ValueError, match="twice"):
+  with pytest.raises(ValueError, match="two transformations with the tree rewrite T_Dup, Ins and "
+                                       "Dup"):
     space_of("[(Ins,1),(Dup,1)]")
 
 

@@ -14,10 +14,13 @@ from flax import nnx
 
 from arc_jax import interval as iv
 from arc_jax.certify.lstm_dp import certified_features
-from arc_jax.nn import cells
+from arc_jax.certify.tree_dp import certify_tree_jit
+from arc_jax.data.trees import Tree
 from arc_jax.nn.models import LSTMClassifier
+from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation.plans import Plan, PlanBuilder
 from arc_jax.perturbation.spaces import Signature, Space
+from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpace, tree_space
 
 
 @jax.tree_util.register_dataclass
@@ -45,19 +48,6 @@ class Certificate:
     return -self.margins
 
 
-def _margin_lower_bounds(out: cells.Dense, hidden: iv.Interval, labels: jax.Array) -> jax.Array:
-  """Lower bounds of z_y − z_j = (W_y − W_j)·a + (b_y − b_j) over the box ``hidden`` (B, D).
-
-  Soundness: the same centre/radius argument as :func:`interval.linear`, per example, with the
-  difference of two rows of the last layer as the kernel.
-  """
-  kernel, bias = out.kernel[...], out.bias[...]
-  diff = kernel[:, labels].T[:, :, None] - kernel[None]  # (B, D, K)
-  centre = jnp.einsum("bd,bdk->bk", hidden.centre, diff) + (bias[labels][:, None] - bias[None])
-  spread = jnp.einsum("bd,bdk->bk", hidden.radius, jnp.abs(diff))
-  return (centre - spread).at[jnp.arange(labels.shape[0]), labels].set(0.0)
-
-
 def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, labels: jax.Array,
                   eps: jax.Array | float = 1.0, dropout_key: jax.Array | None = None
                   ) -> Certificate:
@@ -78,7 +68,9 @@ def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, l
   hidden = model.head_activations(box, dropout_key)
   hidden_clean = model.head_activations(clean, dropout_key)
   logits = model.head_out(hidden)
-  margins = _margin_lower_bounds(model.head_out, hidden, labels)
+  pairs = iv.margin_lower_bounds(hidden, model.head_out.kernel[...], model.head_out.bias[...])
+  rows = jnp.arange(labels.shape[0])
+  margins = pairs[rows, labels].at[rows, labels].set(0.0)  # (B, K): z_y − z_j, 0 at j = y
   others = jnp.arange(margins.shape[1])[None, :] != labels[:, None]
   certified = jnp.all(jnp.where(others, margins > 0, True), axis=1)
   return Certificate(logits, model.head_out(hidden_clean), margins, certified)
@@ -105,34 +97,146 @@ def make_certify_fn(graphdef: nnx.GraphDef, space: Space | Signature) -> Callabl
   return functools.partial(_certify_state, graphdef, space.signature)
 
 
+MAX_GRID_SLOTS = 1024
+"""Default limit on a space's decomposition grid ∏(δ_k + 1) in :func:`certify` and
+:func:`certify_trees` (the DP holds a state box per slot; pass ``max_grid_slots`` to go beyond)."""
+
+
+def check_grid(sig: Signature | TreeSignature, space, batch_size: int, hidden: int, itemsize: int,
+               max_grid_slots: int) -> None:
+  """Refuses a space whose decomposition grid exceeds ``max_grid_slots``, naming its size and an
+  estimate of the DP's memory: a box (lo, hi) of (h, c) per slot, row and hidden unit, for the
+  states the DP keeps at once (a window of max s_k states for sequences; the P ≈ C²/2^m split
+  pairs of a merge step for trees)."""
+  slots = int(np.prod(sig.grid))
+  if slots <= max_grid_slots:
+    return
+  if isinstance(sig, TreeSignature):
+    states = slots * (slots + 1) // 2
+  else:
+    states = slots * (max(sig.s, default=1) + len(sig.s) + 1)
+  gib = batch_size * states * hidden * 4 * itemsize / 2**30
+  raise ValueError(
+      f"The space {space} has a decomposition grid of {slots} slots "
+      f"({'×'.join(map(str, sig.grid))}); certifying batches of {batch_size} needs about "
+      f"{gib:.1f} GiB for the DP's state boxes. Lower the budgets or the batch size, or pass "
+      f"max_grid_slots={slots} to proceed.")
+
+
+def _check_examples(examples: Sequence, labels, num_classes: int, what: str, fix: str
+                    ) -> np.ndarray | None:
+  """Checks a list of examples and their labels (None: no labels given); returns the labels."""
+  if isinstance(examples, str) or not len(examples):
+    raise ValueError(f"No {what}s to certify: pass a non-empty list of {what}s, {fix}.")
+  for i, x in enumerate(examples):
+    if isinstance(x, str) or (what == "tree" and not isinstance(x, Tree)):
+      raise ValueError(f"{what.capitalize()} {i} is {type(x).__name__} {str(x)[:40]!r}, not a "
+                       f"{what}: pass {fix}.")
+  if labels is None:
+    return None
+  labels = np.asarray(labels)
+  if labels.shape != (len(examples),) or not np.issubdtype(labels.dtype, np.integer):
+    raise ValueError(f"labels has shape {labels.shape} and dtype {labels.dtype}; pass one "
+                     f"integer label per {what} ({len(examples)}).")
+  bad = np.nonzero((labels < 0) | (labels >= num_classes))[0]
+  if bad.size:
+    raise ValueError(f"Label {labels[bad[0]]} of {what} {bad[0]} is outside 0..{num_classes - 1}"
+                     f" (the model has {num_classes} classes); fix the labels.")
+  return labels.astype(np.int32)
+
+
+def _in_input_order(parts, order: np.ndarray) -> dict[str, np.ndarray]:
+  merged = jax.tree.map(lambda *a: np.concatenate(a), *parts)
+  inverse = np.argsort(order)
+  return {"certified": merged.certified[inverse], "margins": merged.margins[inverse],
+          "logits_lo": merged.logits.lo[inverse], "logits_hi": merged.logits.hi[inverse],
+          "clean_logits": merged.clean_logits[inverse]}
+
+
 def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
             labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
-            eps: float = 1.0) -> dict[str, np.ndarray]:
+            eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS) -> dict[str, np.ndarray]:
   """Certifies raw token lists: the convenience entry point for users holding a model.
 
-  Sentences are sorted by length into buckets and certified in jitted batches.
+  The space is restricted to ``vocab`` first (``Space.restricted_to``): replacements with a word
+  the model has no vector for are dropped. Sentences are sorted by length into buckets and
+  certified in jitted batches; the compiled function is cached across calls (one compilation
+  per length bucket, model structure and space signature).
+
+  Raises:
+    ValueError: (one line, naming the fix) no sentences, a sentence given as a string, labels of
+      the wrong length or outside the model's classes, or a space whose decomposition grid
+      exceeds ``max_grid_slots``.
 
   Returns:
     dict of numpy arrays in the input order: ``certified`` (n,), ``margins`` (n, K),
     ``logits_lo``, ``logits_hi`` and ``clean_logits`` (n, K).
   """
+  labels = _check_examples(sentences, labels, model.num_classes, "sentence",
+                           "each a list of tokens, e.g. 'a good movie'.split()")
+  check_grid(space.signature, space, batch_size, model.hidden, model.embeddings[...].itemsize,
+             max_grid_slots)
   space = space.restricted_to(vocab)
   builder = PlanBuilder(space, vocab)
   graphdef, state = nnx.split(model)
   order = np.argsort([len(s) for s in sentences], kind="stable")
-  labels = np.asarray(labels, np.int32)
   parts = []
   for start in range(0, len(order), batch_size):
     idx = order[start:start + batch_size]
     plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
-    y = np.zeros((batch_size,), np.int32)
+    y = np.zeros((batch_size,), np.int32)  # padding rows get label 0; their results are dropped
     y[:len(idx)] = labels[idx]
     cert = certify_jit(graphdef, space.signature, state, plan, y, eps)
     parts.append(jax.tree.map(lambda a: np.asarray(a)[:len(idx)], cert))
-  merged = jax.tree.map(lambda *a: np.concatenate(a), *parts)
-  inverse = np.argsort(order)
-  return {
-      "certified": merged.certified[inverse], "margins": merged.margins[inverse],
-      "logits_lo": merged.logits.lo[inverse], "logits_hi": merged.logits.hi[inverse],
-      "clean_logits": merged.clean_logits[inverse],
-  }
+  return _in_input_order(parts, order)
+
+
+def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Sequence[Tree],
+                  vocab: Mapping[str, int], labels: Sequence[int] | None = None, *,
+                  batch_size: int = 32, eps: float = 1.0, join: str = "after_cell",
+                  max_grid_slots: int = MAX_GRID_SLOTS) -> dict[str, np.ndarray]:
+  """Certifies trees at their roots in one call: the Tree-LSTM counterpart of :func:`certify`.
+
+  Restricts the space to ``vocab`` and maps it to a tree space (:func:`tree_space`), lowers the
+  trees with a :class:`TreeBatchBuilder` for that space in batches sorted by size, and reads the
+  certificates at the roots. Compiled functions are cached across calls of the same shapes.
+
+  Args:
+    model: the classifier.
+    space: a string space of deletions, substitutions and duplications (``parse_space``), or a
+      tree space.
+    trees: :class:`~arc_jax.data.Tree` (post-order; ``from_nested`` or the SST loaders).
+    vocab: word → id; every leaf word must be in it.
+    labels: root labels (n,); default each tree's own root label.
+    batch_size, eps, join: as for :func:`~arc_jax.certify.tree_dp.certify_tree_model`.
+    max_grid_slots: see :func:`certify`.
+
+  Returns:
+    dict of numpy arrays in the input order, for the roots: ``certified`` (n,), ``margins``,
+    ``logits_lo``, ``logits_hi`` and ``clean_logits`` (n, K).
+  """
+  num_classes = model.num_classes
+  given = _check_examples(trees, labels, num_classes, "tree",
+                          "each an arc_jax.data.Tree, e.g. from_nested(('a', ('good', 'movie')))")
+  roots = given if given is not None else _check_examples(
+      trees, [t.labels[-1] for t in trees], num_classes, "tree", "labels=[...] (one per tree)")
+  string_space = space.space if isinstance(space, TreeSpace) else space
+  check_grid(tree_space(string_space).signature, string_space, batch_size, model.hidden,
+             model.embeddings[...].itemsize, max_grid_slots)
+  tspace = tree_space(string_space.restricted_to(vocab))
+  builder = TreeBatchBuilder(vocab, tspace)
+  graphdef, state = nnx.split(model)
+  order = np.argsort([t.num_nodes for t in trees], kind="stable")
+  parts = []
+  for start in range(0, len(order), batch_size):
+    idx = order[start:start + batch_size]
+    batch = builder.build([trees[i] for i in idx], batch_size)
+    node_labels = np.full(batch.shape, -1, np.int32)
+    node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
+    cert = certify_tree_jit(graphdef, tspace.signature, state, batch, node_labels, eps,
+                            join=join)
+    at_root = lambda x: np.asarray(cert.at_root(x))[:len(idx)]
+    parts.append(Certificate(iv.Interval(at_root(cert.logits.lo), at_root(cert.logits.hi)),
+                             at_root(cert.clean_logits), at_root(cert.margins),
+                             np.asarray(cert.certified)[:len(idx)]))
+  return _in_input_order(parts, order)

@@ -52,8 +52,8 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
                       eps: jax.Array) -> list[iv.Interval | None]:
   """Input-gate boxes of every replacement place: per k an Interval (B, N, t_k, 4H).
 
-  The hull is taken over the projected embeddings (pre-ReLU) of the words that can stand at each
-  output place, then shrunk towards the projection of the original window token by ``eps``.
+  The hull is taken over the projected embeddings (pre-ReLU; boxes enclosing every rounding of
+  the projection, :func:`interval.linear`) of the words that can stand at each output place, then shrunk towards the projection of the original window token by ``eps``.
   Positions where nothing matches get the anchor point (finite; the DP masks them out).
   """
   n_pad = plan.token_ids.shape[1]
@@ -62,10 +62,10 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
     if t == 0:
       out.append(None)
       continue
-    candidates = model.projection.pre_activation(model.embed(tp.replacement_ids))
+    candidates = model.projection.pre_activation(iv.point(model.embed(tp.replacement_ids)))
     offsets = jnp.asarray(_anchor_offsets(s, t))
     anchor_pos = jnp.clip(jnp.arange(n_pad)[:, None] - s + 1 + offsets[None, :], 0, n_pad - 1)
-    anchor = model.projection.pre_activation(model.embed(plan.token_ids[:, anchor_pos]))
+    anchor = model.projection.pre_activation(iv.point(model.embed(plan.token_ids[:, anchor_pos])))
     box = iv.hull(candidates, tp.replacement_mask, axis=3, empty=anchor)
     box = iv.shrink_towards(box, anchor, eps)
     out.append(cell.input_gates(iv.monotone(jax.nn.relu, box)))
@@ -97,7 +97,8 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   Args:
     cell: the LSTM cell.
     sig: s_k, t_k, δ_k of the space (static).
-    point_gates: (B, N, 4H) input gates of the original tokens.
+    point_gates: Interval (B, N, 4H), input gates of the original tokens (boxes a few rounding
+      errors wide: every concrete evaluation of them lies inside).
     repl_gates: per k, Interval (B, N, t_k, 4H) or None for t_k = 0.
     matches: per k, bool (B, N): φ_k holds for the window ending at j.
     lengths: (B,).
@@ -119,7 +120,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   carry0 = ((box0, box0), valid0, box0 if track_sums else None)
 
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
-  xs = (time_major(point_gates), time_major(jnp.arange(n_pad)[None, :] < lengths[:, None]),
+  xs = (jax.tree.map(time_major, point_gates), time_major(jnp.arange(n_pad)[None, :] < lengths[:, None]),
         [time_major(m) for m in matches],
         [None if g is None else jax.tree.map(time_major, g) for g in repl_gates])
 
@@ -129,7 +130,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
     # Branch "keep x_j", then one branch per transformation: the source grid (for T_k the slots
     # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity, running
     # sums, the input-gate boxes of the steps to feed, and the grid axis of k.
-    keep = ((hs[0], cs[0]), valid[0], sums[0] if track_sums else None, [iv.point(gates)], None)
+    keep = ((hs[0], cs[0]), valid[0], sums[0] if track_sums else None, [gates], None)
     branches, repeats = [keep], []
     for k, (s, t) in enumerate(zip(sig.s, sig.t)):
       if sig.budgets[k] == 0:
@@ -247,12 +248,12 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   rank = len(sig.budgets)
   boxes, cleans = [], []
   for cell, p in zip(model.cells, plans):
-    z = model.projection(model.embed(p.token_ids))
+    z = model.projection(iv.point(model.embed(p.token_ids)))
     (h, _), valid, sums = memoizing_scan(
         cell, sig, cell.input_gates(z), replacement_gates(model, cell, p, sig, eps),
         [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean")
     if model.pooling == "mean":
-      h = iv.scale(sums, 1.0 / _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
+      h = iv.divide(sums, _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
     boxes.append(_join_slots(h, valid))
     cleans.append(_origin(h.lo, rank))
   box = iv.Interval(jnp.concatenate([b.lo for b in boxes], -1),

@@ -8,7 +8,7 @@ of axis k and d(u) the size of u's subtree when all its leaves are deletable sto
 leaves ``u`` with word w and input box x:
     H[u, 0]     = leaf(x_w)
     H[u, e_Sub] = leaf(α(f_Sub(w)))              if w has synonyms
-    H[u, e_Dup] = cell(leaf(x_w), leaf(x_w))
+    H[u, e_Dup] = cell(leaf(x_w), leaf(x_w))    if the space's 1→2 rewrite duplicates w
     H[u, c]     = ⊥ otherwise
 internal nodes ``v`` with children ``l`` and ``r``:
     H[v, c] = ⊔_{c' + c'' = c} cell(H[l, c'], H[r, c''])       (merge)
@@ -53,7 +53,6 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.nn.cells import Dense
 from arc_jax.nn.tree_models import TreeLSTMClassifier, bottom_up, flat_children
 from arc_jax.perturbation.trees import DEL, DUP, SUB, TreeBatch, TreeSignature, TreeSpace
 
@@ -130,27 +129,31 @@ def _join_over(box: iv.Interval, ok: jax.Array, axis: int) -> iv.Interval:
 
 def _leaf_slots(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch, eps: jax.Array,
                 in_scale: jax.Array | None):
-  """Leaf rules for every node of the batch: (h, c) Intervals (B, N, C, H), valid (B, N, C)."""
+  """Leaf rules for every node of the batch: (h, c) Intervals (B, N, C, H), valid (B, N, C).
+
+  The word's own state is a box a few rounding errors wide (every concrete evaluation of the
+  leaf lies inside, :mod:`arc_jax.interval`), not a point.
+  """
   tables = _tables(sig)
   rows, n_pad = batch.shape
-  pre = model.input_pre_activation(batch.token_ids, in_scale)  # (B, N, H)
-  h0, c0 = model.cell.leaf(jax.nn.relu(pre))
+  pre = model.input_pre_activation(batch.token_ids, in_scale, box=True)  # (B, N, H)
+  h0, c0 = model.cell.leaf(iv.monotone(jax.nn.relu, pre))
   is_leaf = (jnp.asarray(batch.left) < 0) & (
       jnp.arange(n_pad)[None, :] < jnp.asarray(batch.num_nodes)[:, None])
-  zeros = iv.point(jnp.zeros_like(h0))
+  zeros = iv.point(jnp.zeros_like(h0.lo))
   slots = [(zeros, zeros, jnp.zeros_like(is_leaf))] * len(tables.decomposition)  # ⊥
-  slots[0] = (iv.point(h0), iv.point(c0), is_leaf)  # the word itself: exact
+  slots[0] = (h0, c0, is_leaf)  # the word itself
   if SUB in tables.unit:
     # Every synonym's projection lies in the hull (ε = 1), and the leaf step is sound for boxes.
-    candidates = model.input_pre_activation(batch.substitutes, in_scale)  # (B, N, R, H)
+    candidates = model.input_pre_activation(batch.substitutes, in_scale, box=True)  # (B,N,R,H)
     mask = jnp.asarray(batch.substitute_mask)
     box = iv.shrink_towards(iv.hull(candidates, mask, axis=2, empty=pre), pre, eps)
     h, c = model.cell.leaf(iv.monotone(jax.nn.relu, box))
     slots[tables.unit[SUB]] = (h, c, is_leaf & jnp.any(mask, axis=2))
   if DUP in tables.unit:
-    # The one tree of a duplicated leaf, (w, w): its state exactly.
+    # The one tree of a duplicated leaf, (w, w), where the space's 1→2 rewrite matches w.
     h, c = model.cell((h0, c0), (h0, c0))
-    slots[tables.unit[DUP]] = (iv.point(h), iv.point(c), is_leaf)
+    slots[tables.unit[DUP]] = (h, c, is_leaf & jnp.asarray(batch.duplicable))
   stack = lambda parts: jax.tree.map(lambda *a: jnp.stack(a, axis=2), *parts)
   return stack([s[0] for s in slots]), stack([s[1] for s in slots]), stack([s[2] for s in slots])
 
@@ -218,22 +221,6 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
   h, _, valid = bottom_up(buffer, batch, combine, cell_state)
   unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
   return jax.tree.map(unflat, h), unflat(valid)
-
-
-def _margin_lower_bounds(out: Dense, box: iv.Interval) -> jax.Array:
-  """Lower bounds of z_y − z_j for every pair of classes over the box (..., D): (..., K, K).
-
-  Soundness: z_y − z_j = (W_y − W_j)·a + (b_y − b_j) is affine in a, so with a = m + e, |e| ≤ r
-  (centre m, radius r) it is at least (W_y − W_j)·m + (b_y − b_j) − |W_y − W_j|·r. Bounding the
-  difference directly is tighter than subtracting the bounds of z_y and z_j. Computed for all
-  (y, j) at once from the centre's logits and one (D, K·K) matmul, instead of materialising a
-  kernel per example and label.
-  """
-  kernel, bias = out.kernel[...], out.bias[...]
-  z = box.centre @ kernel + bias
-  spread = jnp.einsum("...d,dyj->...yj", box.radius,
-                      jnp.abs(kernel[:, :, None] - kernel[:, None, :]))
-  return z[..., :, None] - z[..., None, :] - spread
 
 
 @jax.tree_util.register_dataclass
@@ -320,7 +307,7 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
                        jnp.where(beyond, jnp.inf, logits.hi))
   labelled = labels >= 0
   y = jnp.where(labelled, labels, 0)
-  pairs = _margin_lower_bounds(model.out, features)  # (B, N, C, K, K)
+  pairs = iv.margin_lower_bounds(features, model.out.kernel[...], model.out.bias[...])
   per_slot = jnp.take_along_axis(pairs, y[:, :, None, None, None], axis=3)[:, :, :, 0]
   margins = jnp.min(jnp.where(valid[..., None], per_slot, jnp.inf), axis=2)
   margins = jnp.where(beyond, -jnp.inf, margins)

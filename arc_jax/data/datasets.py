@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Iterator, NamedTuple
@@ -29,6 +30,8 @@ from arc_jax.data.trees import Tree, parse_tree
 
 SPLITS = ("train", "validation", "test")
 
+logger = logging.getLogger(__name__)
+
 
 class Example(NamedTuple):
   """A tokenised, labelled text."""
@@ -39,7 +42,7 @@ class Example(NamedTuple):
 
 def _text_lines(path: Path) -> Iterator[str]:
   opener = gzip.open if path.suffix == ".gz" else open
-  with opener(path, "rt", encoding="utf-8") as f:
+  with paths.reading(path), opener(path, "rt", encoding="utf-8") as f:
     for line in f:
       yield line.rstrip("\r\n")
 
@@ -54,13 +57,26 @@ def _binary_label(text: str, path: Path, number: int) -> int:
   return int(text)
 
 
-class ArcSst2(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-  """SST-2: GLUE train (67,349 phrases) and dev (872), and the paper's 1,821-sentence test set."""
+class _LocalFilesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+  """A builder of files already on disk: it downloads nothing, so TFDS's "Downloading and
+  preparing dataset" lines are replaced by one log line saying what is built where."""
 
-  VERSION = tfds.core.Version("1.0.0")
   # TFDS 4.9.10 locates a package builder's checksums file through `importlib_resources`, which
   # it does not install on Python >= 3.9; these builders download nothing, so there is none.
   code_path = None
+
+  def _log_download_bytes(self) -> None:
+    logger.info("Building the %s dataset (once; later runs reuse it) into %s.", self.name,
+                self.data_dir)
+
+  def _log_download_done(self) -> None:
+    pass
+
+
+class ArcSst2(_LocalFilesBuilder, skip_registration=True):
+  """SST-2: GLUE train (67,349 phrases) and dev (872), and the paper's 1,821-sentence test set."""
+
+  VERSION = tfds.core.Version("1.0.0")
   FOLDER = "sst2"
   SPLIT_FILES = {"train": "train.tsv.gz", "validation": "dev.tsv.gz", "test": "test.txt"}
   REQUIRED_FILES = tuple(SPLIT_FILES.values())
@@ -100,11 +116,10 @@ class ArcSst2(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       yield number, {"tokens": " ".join(tokens), "label": _binary_label(label, path, number)}
 
 
-class ArcSstTrees(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+class ArcSstTrees(_LocalFilesBuilder, skip_registration=True):
   """SST five-class binary trees (8,544 / 1,101 / 2,210), a label on every node."""
 
   VERSION = tfds.core.Version("1.0.0")
-  code_path = None  # see ArcSst2
   FOLDER = "sst"
   SPLIT_FILES = {"train": "train.txt.gz", "validation": "dev.txt.gz", "test": "test.txt.gz"}
   REQUIRED_FILES = tuple(SPLIT_FILES.values())
@@ -144,11 +159,10 @@ class ArcSstTrees(tfds.core.GeneratorBasedBuilder, skip_registration=True):
       }
 
 
-class ArcImdb(tfds.core.GeneratorBasedBuilder, skip_registration=True):
+class ArcImdb(_LocalFilesBuilder, skip_registration=True):
   """IMDB (aclImdb v1) with the paper's 20,000 / 5,000 / 25,000 split files."""
 
   VERSION = tfds.core.Version("1.0.0")
-  code_path = None  # see ArcSst2
   FOLDER = "imdb"
   SPLIT_FILES = {"train": "imdb_train_files.txt", "validation": "imdb_dev_files.txt",
                  "test": "imdb_test_files.txt"}
@@ -217,8 +231,14 @@ def prepare_builder(builder_class: type[tfds.core.GeneratorBasedBuilder],
                                        builder_class.__name__, str(builder_class.VERSION))
   builder = builder_class(data_dir=paths.cache_dir(cache_dir) / "tfds" / fingerprint,
                           file_format="array_record")
-  builder.download_and_prepare(
-      download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  # TFDS's own bars are off while building: a bad file ends them mid-line, under the one-line
+  # error that names it; the builder logs one line instead (_LocalFilesBuilder).
+  tfds.display_progress_bar(False)
+  try:
+    builder.download_and_prepare(
+        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+  finally:
+    tfds.display_progress_bar(True)
   return builder
 
 

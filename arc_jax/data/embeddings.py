@@ -72,7 +72,7 @@ def read_vectors(path: str | os.PathLike, words: Iterable[str]) -> tuple[list[st
   path = Path(path)
   wanted = {w.encode("utf-8") for w in words}
   found, rows, dim = [], [], None
-  with _open_binary(path) as f:
+  with paths.reading(path), _open_binary(path) as f:
     for number, line in enumerate(f):
       word, _, rest = line.partition(b" ")
       if dim is None:

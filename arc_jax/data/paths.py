@@ -1,9 +1,10 @@
 """Where the real data and the caches live.
 
-Data files are searched, one file at a time, in: ``$ARC_DATA_DIR``, ``./data``,
-``../shared/data`` (both relative to the working directory), then ``shared/data`` next to the
-repository that holds this package (so that any working directory works in a checkout). Passing
-``data_root`` explicitly searches that folder only.
+Every data file comes from one folder, the data folder (:func:`data_folder`): ``data_root``
+when passed, else ``$ARC_DATA_DIR`` when set (a missing file there is an error, never looked for
+elsewhere), else the first of ``./data``, ``../shared/data`` (both relative to the working
+directory) and ``shared/data`` next to the repository that holds this package that exists.
+Files are never mixed from several folders.
 
 Caches (TFDS array_record files, embedding matrices) go to ``$ARC_CACHE_DIR``, else
 ``~/.cache/arc_jax``.
@@ -11,8 +12,11 @@ Caches (TFDS array_record files, embedding matrices) go to ``$ARC_CACHE_DIR``, e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
+import zlib
 from pathlib import Path
 from typing import Sequence
 
@@ -35,61 +39,98 @@ _SOURCES = {
 
 
 class DataFileNotFoundError(FileNotFoundError):
-  """A data file is missing from every folder searched."""
+  """A data file is missing from the data folder, or there is no data folder."""
 
 
-def data_roots(data_root: str | os.PathLike | None = None) -> list[Path]:
-  """The folders searched for data files, in order (``data_root`` alone if given)."""
+class DataFileError(ValueError):
+  """A data file cannot be read: truncated, corrupt, or not the file PROVENANCE.md describes."""
+
+
+DEFAULT_FOLDERS = (Path("data"), Path("..") / "shared" / "data", _PACKAGE_SHARED_DATA)
+"""The folders tried, in order, when neither ``data_root`` nor ``$ARC_DATA_DIR`` is given."""
+
+
+def data_folder(data_root: str | os.PathLike | None = None) -> Path:
+  """The one folder every data file is read from (absolute; see the module docstring).
+
+  Raises:
+    DataFileNotFoundError: the chosen folder does not exist, naming how it was chosen.
+  """
   if data_root is not None:
-    return [Path(data_root)]
-  roots = [Path(os.environ["ARC_DATA_DIR"])] if os.environ.get("ARC_DATA_DIR") else []
-  roots += [Path("data"), Path("..") / "shared" / "data", _PACKAGE_SHARED_DATA]
-  unique = []
-  for root in roots:
-    if root.resolve() not in [u.resolve() for u in unique]:
-      unique.append(root)
-  return unique
+    chosen, how = Path(data_root), "data_root (config.data_dir)"
+  elif os.environ.get("ARC_DATA_DIR"):
+    chosen, how = Path(os.environ["ARC_DATA_DIR"]), "$ARC_DATA_DIR"
+  else:
+    found = [folder for folder in DEFAULT_FOLDERS if folder.is_dir()]
+    if not found:
+      tried = ", ".join(str(f.absolute()) for f in DEFAULT_FOLDERS)
+      raise DataFileNotFoundError(f"No data folder: none of {tried} exists. Set $ARC_DATA_DIR "
+                                  "to the folder of shared/data/PROVENANCE.md's files.")
+    chosen, how = found[0], "the first existing of ./data, ../shared/data"
+  if not chosen.is_dir():
+    raise DataFileNotFoundError(f"The data folder {chosen.absolute()} (from {how}) does not "
+                                "exist; point it at the folder of shared/data/PROVENANCE.md's "
+                                "files.")
+  return chosen.resolve()
 
 
-def _missing_error(missing: Sequence[str], roots: Sequence[Path]) -> DataFileNotFoundError:
-  source = _SOURCES.get(Path(missing[0]).parts[0], "see shared/data/PROVENANCE.md")
-  searched = ", ".join(str(r.resolve()) for r in roots)
+def source_of(relative_path: str) -> str:
+  """Where a data file comes from (for error messages)."""
+  return _SOURCES.get(Path(relative_path).parts[0], "see shared/data/PROVENANCE.md")
+
+
+def _missing_error(missing: Sequence[str], folder: Path) -> DataFileNotFoundError:
   return DataFileNotFoundError(
-      f"Data file(s) {', '.join(missing)} not found; searched: {searched}. "
-      f"They come from {source}. Put them under one of these folders, set $ARC_DATA_DIR, or "
-      "pass data_root=."
-  )
+      f"Data file(s) {', '.join(missing)} not found in the data folder {folder}. They come from "
+      f"{source_of(missing[0])}. Put them there, or set $ARC_DATA_DIR to the folder that holds "
+      "them.")
 
 
 def find_data_file(relative_path: str, data_root: str | os.PathLike | None = None) -> Path:
-  """The first ``<root>/<relative_path>`` that exists.
+  """``<data folder>/<relative_path>``.
 
   Raises:
-    DataFileNotFoundError: naming the file, the folders searched and where the file comes from.
+    DataFileNotFoundError: naming the file, the data folder and where the file comes from.
   """
-  roots = data_roots(data_root)
-  for root in roots:
-    if (root / relative_path).is_file():
-      return (root / relative_path).resolve()
-  raise _missing_error([relative_path], roots)
+  folder = data_folder(data_root)
+  if not (folder / relative_path).is_file():
+    raise _missing_error([relative_path], folder)
+  return folder / relative_path
 
 
 def find_dataset_dir(name: str, files: Sequence[str],
                      data_root: str | os.PathLike | None = None) -> Path:
-  """The first ``<root>/<name>`` folder that holds every one of ``files``.
+  """``<data folder>/<name>``, which must hold every one of ``files``.
 
   Raises:
-    DataFileNotFoundError: naming the missing files (of the first root that has some of them).
+    DataFileNotFoundError: naming the missing files.
   """
-  roots = data_roots(data_root)
-  best_missing = [f"{name}/{f}" for f in files]
-  for root in roots:
-    missing = [f"{name}/{f}" for f in files if not (root / name / f).is_file()]
-    if not missing:
-      return (root / name).resolve()
-    if len(missing) < len(best_missing):
-      best_missing = missing
-  raise _missing_error(best_missing, roots)
+  folder = data_folder(data_root)
+  missing = [f"{name}/{f}" for f in files if not (folder / name / f).is_file()]
+  if missing:
+    raise _missing_error(missing, folder)
+  return folder / name
+
+
+_UNREADABLE = (EOFError, OSError, zlib.error, UnicodeDecodeError, json.JSONDecodeError)
+"""What reading a truncated or corrupt (gzip, UTF-8, JSON) file raises; gzip.BadGzipFile is an
+OSError."""
+
+
+@contextlib.contextmanager
+def reading(path: Path):
+  """Turns the errors of reading a damaged data file into one :class:`DataFileError` naming the
+  file, what went wrong and where the file comes from."""
+  try:
+    yield
+  except _UNREADABLE as error:
+    if isinstance(error, FileNotFoundError):
+      raise
+    path = Path(path)
+    key = path.name if path.name in _SOURCES else path.parent.name
+    what = str(error).split("\n")[0] or type(error).__name__
+    raise DataFileError(f"Data file {path} is truncated or corrupt ({type(error).__name__}: "
+                        f"{what}). It comes from {source_of(key)}; fetch it again.") from None
 
 
 def cache_dir(path: str | os.PathLike | None = None) -> Path:

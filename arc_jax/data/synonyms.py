@@ -30,7 +30,7 @@ def _read_lexicon(kind: str, data_root) -> dict[str, list[str]]:
   if kind not in SYNONYM_FILES:
     raise ValueError(f"Unknown synonym lexicon {kind!r}; choose one of {sorted(SYNONYM_FILES)}.")
   path = paths.find_data_file(SYNONYM_FILES[kind], data_root)
-  with gzip.open(path, "rt", encoding="utf-8") as f:
+  with paths.reading(path), gzip.open(path, "rt", encoding="utf-8") as f:
     if kind == "counterfitted":
       return json.load(f)
     lexicon = {}
@@ -95,5 +95,5 @@ def candidate_words(synonyms: Mapping[str, Iterable[str]], words: Iterable[str])
 def load_stopwords(data_root: str | os.PathLike | None = None) -> tuple[str, ...]:
   """The stop words ``Del`` may delete, from ``stopwords.txt`` (one per line)."""
   path = paths.find_data_file("stopwords.txt", data_root)
-  with open(path, encoding="utf-8") as f:
+  with paths.reading(path), open(path, encoding="utf-8") as f:
     return tuple(w for w in (line.strip() for line in f) if w)

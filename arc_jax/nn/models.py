@@ -28,6 +28,16 @@ class FrozenEmbedding(nnx.Variable):
   """Pretrained word vectors: model state, but not an ``nnx.Param``, so optimisers skip them."""
 
 
+def check_param_dtype(param_dtype) -> None:
+  """Refuses float64 parameters while JAX's 64-bit mode is off (JAX would silently make them
+  float32)."""
+  if jnp.dtype(param_dtype) == jnp.float64 and jax.dtypes.canonicalize_dtype(jnp.float64) != (
+      jnp.float64):
+    raise ValueError("param_dtype=float64 needs JAX's 64-bit mode, which is off (JAX would make "
+                     "the parameters float32): call jax.config.update('jax_enable_x64', True) "
+                     "at startup or set JAX_ENABLE_X64=1.")
+
+
 class LSTMClassifier(nnx.Module):
   """(Bi-)LSTM classifier.
 
@@ -48,6 +58,7 @@ class LSTMClassifier(nnx.Module):
                head_hidden: int = 100, num_classes: int = 2, bidirectional: bool = False,
                pooling: str = "final", dropout_rate: float = 0.2, rngs: nnx.Rngs,
                param_dtype=jnp.float32):
+    check_param_dtype(param_dtype)
     if pooling not in POOLINGS:
       raise ValueError(f"Unknown pooling {pooling!r}; choose one of {POOLINGS}.")
     kw = dict(rngs=rngs, param_dtype=param_dtype)

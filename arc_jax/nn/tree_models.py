@@ -26,7 +26,7 @@ from flax import nnx
 
 from arc_jax import interval as iv
 from arc_jax.nn.cells import Dense, Projection
-from arc_jax.nn.models import FrozenEmbedding
+from arc_jax.nn.models import FrozenEmbedding, check_param_dtype
 from arc_jax.perturbation.trees import TreeBatch
 
 Value = iv.Value
@@ -42,13 +42,14 @@ def gate_product(gate: Value, x: Value) -> Value:
 
   Soundness: for fixed g ≥ 0, g·x is nondecreasing in x, so over the box its minimum is
   g·x.lo and its maximum g·x.hi; both are linear in g, with extremes at g.lo or g.hi. Half the
-  products and comparisons of the general four-corner rule.
+  products and comparisons of the general four-corner rule. Floating point: as
+  :func:`interval.mul`, the rounded corners bound the concrete product and are rounded outward.
   """
   if not iv.is_interval(gate) and not iv.is_interval(x):
     return gate * x
   gate, x = iv.as_interval(gate), iv.as_interval(x)
-  return iv.Interval(jnp.minimum(gate.lo * x.lo, gate.hi * x.lo),
-                     jnp.maximum(gate.lo * x.hi, gate.hi * x.hi))
+  return iv.round_outward(jnp.minimum(gate.lo * x.lo, gate.hi * x.lo),
+                          jnp.maximum(gate.lo * x.hi, gate.hi * x.hi))
 
 
 class TreeLSTMCell(nnx.Module):
@@ -296,6 +297,7 @@ class TreeLSTMClassifier(nnx.Module):
   def __init__(self, embeddings: np.ndarray, *, hidden: int = 150, num_classes: int = 5,
                dropout_rate: float = 0.5, trainable_embeddings: bool = False, rngs: nnx.Rngs,
                param_dtype=jnp.float32):
+    check_param_dtype(param_dtype)
     kw = dict(rngs=rngs, param_dtype=param_dtype)
     table = jnp.asarray(embeddings, param_dtype)
     self.embeddings = nnx.Param(table) if trainable_embeddings else FrozenEmbedding(table)
@@ -321,16 +323,18 @@ class TreeLSTMClassifier(nnx.Module):
     return (dropout_scale(k_in, self.dropout_rate, shape + table.shape[1:], table.dtype),
             dropout_scale(k_out, self.dropout_rate, shape + (self.hidden,), table.dtype))
 
-  def input_pre_activation(self, token_ids: jax.Array, scale: jax.Array | None) -> jax.Array:
+  def input_pre_activation(self, token_ids: jax.Array, scale: jax.Array | None,
+                           box: bool = False) -> Value:
     """Projection pre-activations (B, N, ..., H) of words (B, N, ...), dropped out by ``scale``.
 
     ``scale`` (B, N, E) is broadcast over the extra axes, so a leaf's candidate words see the
-    same dropout mask as its own word.
+    same dropout mask as its own word. ``box=True`` returns an Interval enclosing every rounding
+    of the projection (the certification DP's input; :func:`interval.linear`).
     """
     x = self.embed(token_ids)
     if scale is not None:
       x = x * scale.reshape(scale.shape[:2] + (1,) * (x.ndim - 3) + scale.shape[2:])
-    return self.projection.pre_activation(x)
+    return self.projection.pre_activation(iv.point(x) if box else x)
 
   def dropped(self, h: Value, scale: jax.Array | None) -> Value:
     """Node states (B, N, ..., H) after dropout by ``scale`` (B, N, H), broadcast over the rest.

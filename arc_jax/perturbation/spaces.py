@@ -68,6 +68,22 @@ class Signature:
   def decomposition(self) -> np.ndarray:
     return decomposition(self.budgets)
 
+  def grid_size(self) -> int:
+    """C = ∏_k (δ_k + 1): the budget slots the DP keeps per position (or tree node)."""
+    return int(np.prod(self.grid, dtype=np.int64))
+
+  def dp_memory_estimate(self, batch_size: int, hidden: int, length: int) -> int:
+    """Bytes of the interval states of one certification DP over a batch, a lower bound.
+
+    Per position the LSTM DP (``arc_jax.certify.lstm_dp``) holds, for the "keep" branch and one
+    branch per transformation, the boxes (lo, hi) of h and c of every slot: (1 + m) · 2 · 2 ·
+    B · C · H float32 values; training keeps them for all ``length`` positions for the backward
+    pass. The Tree-LSTM DP holds the same per node. Used to refuse spaces that cannot fit before
+    anything is built (``arc_jax.train.config.validate``).
+    """
+    per_position = (1 + len(self.budgets)) * 2 * 2 * batch_size * self.grid_size() * hidden
+    return 4 * per_position * length
+
 
 @dataclasses.dataclass(frozen=True)
 class Space:
@@ -111,6 +127,10 @@ class Space:
   def decomposition(self) -> np.ndarray:
     """dec(S) in the order of :func:`decomposition`."""
     return decomposition(self.budgets)
+
+  def grid_size(self) -> int:
+    """See :meth:`Signature.grid_size`."""
+    return self.signature.grid_size()
 
   def reversed(self) -> Space:
     """S^R with every T_k reversed: S^R(reverse(x)) = reverse(S(x))."""
@@ -182,7 +202,7 @@ class Space:
 
 _TOKEN = re.compile(r"\s*(?:(?P<punct>[\[\](),])|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<int>-?\d+(?:\.\d*)?))")
 
-STANDARD_NAMES = ("Del", "Ins", "Dup", "Sub", "Trans1", "Trans2", "Trans3", "Trans4")
+STANDARD_NAMES = tr.STANDARD_NAMES
 
 
 class SpecError(ValueError):
@@ -198,6 +218,10 @@ def standard_transformation(
 ) -> tr.Transformation:
   """The transformation called ``name`` (a standard one, or one of ``custom``)."""
   custom = dict(custom or {})
+  reused = sorted(set(custom) & set(STANDARD_NAMES))
+  if reused:
+    raise ValueError(f"custom={{{reused[0]!r}: ...}} reuses the name of a standard transformation; "
+                     f"register yours under another name (e.g. 'My{reused[0]}').")
   if name in custom:
     return custom[name]
   if name == "Del":
@@ -234,7 +258,8 @@ def parse_space(
     spec: the spec string.
     synonyms: word → candidate words, required by ``Sub``.
     stopwords: words ``Del`` may delete (default: :data:`STOP_WORDS`).
-    custom: extra transformations by name (override standard names).
+    custom: extra transformations by name (standard names are refused: a spec that says Ins
+      means the library's Ins everywhere).
 
   Raises:
     SpecError: malformed syntax (with the character position), a negative budget or a

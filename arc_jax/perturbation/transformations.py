@@ -16,7 +16,10 @@ Trans3     4→2    "one of the most X" / "one of the Xest" → drop "one of"
 Trans4     1→2    repeat "!" or "?"
 =========  =====  =====================================================================
 
-User transformations come from two Python callables with :func:`custom`.
+User transformations come from two Python callables with :func:`custom`. They must not reuse a
+standard name (:data:`STANDARD_NAMES`): a spec string, a training config or a results table that
+says ``Ins`` means the library's Ins, so a user transformation under that name is refused where it
+is made, with a one-line error asking for another name.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from typing import Callable, Collection, Mapping, Sequence
 Tokens = tuple[str, ...]
 MatchFn = Callable[[Tokens], bool]
 ReplaceFn = Callable[[Tokens], Collection[Tokens]]
+
+STANDARD_NAMES = ("Del", "Ins", "Dup", "Sub", "Trans1", "Trans2", "Trans3", "Trans4")
+"""Names reserved for the standard library (the table above)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +50,8 @@ class Transformation:
     repeats_token: s = 1 and the only replacement of (w,) is (w, …, w) (Dup, Trans4). The DP
       then reuses the unperturbed step for the first copy. Declared by the library only;
       :meth:`replacements` checks it on every window it sees.
+    standard: made by this module's builders; only those may use a name of
+      :data:`STANDARD_NAMES`.
   """
 
   name: str
@@ -52,8 +60,12 @@ class Transformation:
   match: MatchFn = dataclasses.field(compare=False, repr=False)
   replace: ReplaceFn = dataclasses.field(compare=False, repr=False)
   repeats_token: bool = False
+  standard: bool = dataclasses.field(default=False, compare=False, repr=False)
 
   def __post_init__(self):
+    if self.name in STANDARD_NAMES and not self.standard:
+      raise ValueError(f"{self.name!r} is the name of a standard transformation; give yours "
+                       f"another name (e.g. 'My{self.name}').")
     if self.s < 1:
       raise ValueError(f"Transformation {self.name!r}: s must be >= 1 (got {self.s}).")
     if self.t < 0:
@@ -98,6 +110,7 @@ class Transformation:
         match=lambda w: match(w[::-1]),
         replace=lambda w: [tuple(r)[::-1] for r in replace(w[::-1])],
         repeats_token=self.repeats_token,  # (w, …, w) reads the same both ways
+        standard=self.standard,
     )
 
   def restricted_to(self, vocabulary: Collection[str]) -> Transformation:
@@ -116,6 +129,7 @@ class Transformation:
         match=lambda w: match(w) and bool(kept(w)),
         replace=kept,
         repeats_token=self.repeats_token,
+        standard=self.standard,
     )
 
 
@@ -132,13 +146,14 @@ def custom(name: str, s: int, t: int, match: MatchFn, replace: ReplaceFn) -> Tra
 def delete_stop_words(stopwords: Collection[str]) -> Transformation:
   """Del: remove one stop word (1→0)."""
   stopwords = frozenset(stopwords)
-  return Transformation("Del", 1, 0, match=lambda w: w[0] in stopwords, replace=lambda w: [()])
+  return Transformation("Del", 1, 0, match=lambda w: w[0] in stopwords, replace=lambda w: [()],
+                        standard=True)
 
 
 def duplicate(name: str = "Ins") -> Transformation:
   """Ins / Dup: repeat one token (1→2)."""
   return Transformation(name, 1, 2, match=lambda w: True, replace=lambda w: [(w[0], w[0])],
-                        repeats_token=True)
+                        repeats_token=True, standard=True)
 
 
 def substitute(synonyms: Mapping[str, Sequence[str]]) -> Transformation:
@@ -155,6 +170,7 @@ def substitute(synonyms: Mapping[str, Sequence[str]]) -> Transformation:
       "Sub", 1, 1,
       match=lambda w: bool(candidates(w)),
       replace=lambda w: [(c,) for c in candidates(w)],
+      standard=True,
   )
 
 
@@ -169,6 +185,7 @@ def _swap_within(name: str, groups: Sequence[Collection[Tokens]]) -> Transformat
       name, 2, 2,
       match=lambda w: bool(group_of(w)),
       replace=lambda w: [p for p in group_of(w) if p != w],
+      standard=True,
   )
 
 
@@ -199,12 +216,13 @@ def trans3() -> Transformation:
   def match(w):
     return w[:3] == ("one", "of", "the") and (w[3] == "most" or w[3].endswith("est"))
 
-  return Transformation("Trans3", 4, 2, match=match, replace=lambda w: [(w[2], w[3])])
+  return Transformation("Trans3", 4, 2, match=match, replace=lambda w: [(w[2], w[3])],
+                        standard=True)
 
 
 def trans4() -> Transformation:
   """Trans4 (1→2): "!" → "! !" and "?" → "? ?"."""
   return Transformation(
       "Trans4", 1, 2, match=lambda w: w[0] in ("!", "?"), replace=lambda w: [(w[0], w[0])],
-      repeats_token=True,
+      repeats_token=True, standard=True,
   )

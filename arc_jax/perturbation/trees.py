@@ -6,12 +6,19 @@ written with the same spec strings as a string space (``"[(Del,2),(Sub,2)]"``): 
 result to :func:`tree_space`, which maps each transformation to its tree counterpart:
 
 ==========  ==========  ===================================================================
-spec name   tree name   rewrite of one leaf of the original tree
+s→t         tree name   rewrite of one leaf of the original tree
 ==========  ==========  ===================================================================
-Del         T_DelStop   remove a leaf holding a stop word; its sibling takes the parent's place
-Ins / Dup   T_Dup       the leaf becomes an internal node with two leaves holding its word
-Sub         T_SubSyn    the leaf's word becomes one of its synonyms
+1→0         T_DelStop   remove a leaf (Del: a stop word); its sibling takes the parent's place
+1→2, w→ww   T_Dup       the leaf becomes an internal node with two leaves holding its word
+1→1         T_SubSyn    the leaf's word becomes one of its replacements (Sub: its synonyms)
 ==========  ==========  ===================================================================
+
+:func:`tree_space` assigns each transformation its tree rewrite by what it *does* (its s→t
+shape, and for 1→2 whether it only repeats the word: ``repeats_token``, as Ins, Dup and Trans4
+declare and :meth:`~arc_jax.perturbation.Transformation.replacements` checks), never by its
+name; the words each leaf can be deleted from, duplicated or replaced by come from the
+transformation itself. Anything else is refused with its name: windows of several tokens
+(Trans1–3, s > 1), a 1→2 rewrite into other words, or two transformations of the same kind.
 
 **The tree space S(t).** An *application choice* assigns to every leaf of the original tree t at
 most one rewrite (the rewrites are applied at distinct leaves of the original tree, in parallel,
@@ -30,8 +37,7 @@ states at c = e_Sub and c = e_Dup), which ``tests/test_tree_perturbation.py`` ch
 Differences from the original implementation (REFERENCE.md §6, §11 item 11): its slots hold the
 plain leaf in every budget ("at most" semantics) and its Sub box includes the original word; here
 slots are tight (exactly c_k rewrites) and a Sub slot holds the synonyms only. Both describe the
-same union over the budgets. Trans1–4 and custom transformations are string rewrites over windows
-of several tokens with no tree counterpart: :func:`tree_space` rejects them.
+same union over the budgets.
 
 **Batches.** :class:`TreeBatch` holds B trees padded to N nodes (post-order, children before
 parents, root at ``num_nodes - 1``) and a *schedule*: the internal nodes of all trees grouped into
@@ -61,8 +67,6 @@ Nested = str | tuple
 """A tree as nested pairs: a leaf word (``str``) or ``(left, right)``."""
 
 DEL, DUP, SUB = "Del", "Dup", "Sub"
-TREE_KINDS = {"Del": (DEL, 1, 0), "Ins": (DUP, 1, 2), "Dup": (DUP, 1, 2), "Sub": (SUB, 1, 1)}
-"""Spec name → (tree rewrite, s, t of the string transformation it must be)."""
 
 STEP_BUCKETS = tuple(2 ** i for i in range(3, 13))
 """Allowed numbers of schedule steps S: steps holding only padding cost no computation, so
@@ -135,6 +139,9 @@ class TreeSpace:
   def is_deletable(self, word: str) -> bool:
     return any(result is None for _, result in self.leaf_rewrites(word))
 
+  def is_duplicable(self, word: str) -> bool:
+    return any(self.kinds[k] == DUP for k, _ in self.leaf_rewrites(word))
+
   def substitutes(self, word: str) -> list[str]:
     k = self.signature.axis(SUB)
     return [] if k is None else [r[0] for r in self.space.transformations[k].replacements((word,))]
@@ -188,25 +195,42 @@ class TreeSpace:
     return sum(ways.values()) - everything_deleted
 
 
-def tree_space(space: Space) -> TreeSpace:
-  """The tree counterpart of a string space made of Del, Ins (or Dup) and Sub.
+def tree_kind(t) -> str:
+  """The tree rewrite of a string transformation, by what it does (see the module docstring).
 
   Raises:
-    ValueError: a transformation other than the standard Del, Ins/Dup and Sub (Trans1–4 and custom
-      rewrites have no tree counterpart), or Ins and Dup together (the same tree rewrite).
+    ValueError: naming ``t``, when the tree DP cannot represent it.
+  """
+  if t.s == 1 and t.t == 0:
+    return DEL
+  if t.s == 1 and t.t == 1:
+    return SUB
+  if t.s == 1 and t.t == 2 and t.repeats_token:
+    return DUP
+  what = ("rewrites a leaf into two other words (a tree leaf can only be duplicated: w → w w, "
+          "declared by repeats_token)" if (t.s, t.t) == (1, 2) else
+          f"rewrites windows of {t.s} tokens into {t.t}" if t.s > 1 else f"makes {t.t} tokens")
+  raise ValueError(
+      f"{t.name} ({t.s}→{t.t}) has no tree counterpart: it {what}. Tree spaces are made of "
+      "deletions (1→0), substitutions (1→1) and duplications (1→2, w → w w) of single leaves.")
+
+
+def tree_space(space: Space) -> TreeSpace:
+  """The tree counterpart of a string space of deletions, substitutions and duplications.
+
+  Raises:
+    ValueError: a transformation the tree DP cannot represent (:func:`tree_kind`), or two
+      transformations with the same tree rewrite (e.g. Ins and Dup).
   """
   kinds = []
   for t in space.transformations:
-    kind = TREE_KINDS.get(t.name)
-    if kind is None or (t.s, t.t) != kind[1:]:
-      raise ValueError(
-          f"{t.name} ({t.s}→{t.t}) has no tree counterpart: tree spaces are made of Del "
-          "(T_DelStop), Ins or Dup (T_Dup) and Sub (T_SubSyn); Trans1–4 and custom "
-          "transformations rewrite windows of a string, not leaves of a tree.")
-    if kind[0] in kinds:
-      raise ValueError(f"{space} lists T_Dup twice (Ins and Dup are the same tree rewrite); "
-                       "give it one budget.")
-    kinds.append(kind[0])
+    kind = tree_kind(t)
+    if kind in kinds:
+      other = space.transformations[kinds.index(kind)].name
+      raise ValueError(f"{space} has two transformations with the tree rewrite T_{kind}, "
+                       f"{other} and {t.name}; a tree space holds each rewrite once: merge them "
+                       "into one transformation with one budget.")
+    kinds.append(kind)
   return TreeSpace(space, tuple(kinds))
 
 
@@ -317,6 +341,7 @@ class TreeBatch:
     substitute_mask: bool (B, N, R).
     deletable: int32 (B, N), number of leaves of each node's subtree if Del can delete all of
       them (every leaf a stop word), else 0.
+    duplicable: bool (B, N), leaves whose word the space's duplication (T_Dup) matches.
     signature: the tree space the batch was lowered for (None: no space), static. The DP
       refuses a batch lowered for another space (its candidates and deletable sizes would not
       describe the space it certifies).
@@ -331,6 +356,7 @@ class TreeBatch:
   substitutes: np.ndarray
   substitute_mask: np.ndarray
   deletable: np.ndarray
+  duplicable: np.ndarray
   signature: TreeSignature | None = dataclasses.field(default=None, metadata=dict(static=True))
 
   @property
@@ -417,11 +443,13 @@ class TreeBatchBuilder:
       raise KeyError(f"{word!r} is not in the vocabulary; tree leaves keep out-of-vocabulary "
                      "words as vocabulary entries with zero vectors (prepare_tree_data).") from None
 
-  def _leaf(self, word: str) -> tuple[int, int, tuple[int, ...]]:
-    """(id, 1 if Del can delete it else 0, Sub candidate ids) of a leaf word (cached)."""
+  def _leaf(self, word: str) -> tuple[int, int, bool, tuple[int, ...]]:
+    """(id, 1 if Del can delete it else 0, whether Dup matches it, Sub candidate ids) of a leaf
+    word (cached)."""
     if word not in self._cache:
       space = self.space
       self._cache[word] = (self._id(word), int(space is not None and space.is_deletable(word)),
+                           space is not None and space.is_duplicable(word),
                            () if space is None else tuple(map(self._id, space.substitutes(word))))
     return self._cache[word]
 
@@ -452,6 +480,7 @@ class TreeBatchBuilder:
     labels = np.full((rows, n_pad), -1, np.int32)
     num_nodes = np.zeros((rows,), np.int32)
     deletable = np.zeros((rows, n_pad), np.int32)
+    duplicable = np.zeros((rows, n_pad), bool)
     hits = []  # (b, node, Sub candidate ids) of the leaves with candidates
     for b, tree in enumerate(trees):
       n = tree.num_nodes
@@ -460,7 +489,7 @@ class TreeBatchBuilder:
       row_ids, row_deletable = [0] * n, [0] * n
       for node, leaf in enumerate(tree.leaf_index):
         if leaf >= 0:
-          word_id, word_deletable, subs = self._leaf(tree.tokens[leaf])
+          word_id, word_deletable, duplicable[b, node], subs = self._leaf(tree.tokens[leaf])
           row_ids[node], row_deletable[node] = word_id, word_deletable
           if subs:
             hits.append((b, node, subs))
@@ -484,5 +513,5 @@ class TreeBatchBuilder:
     for i, step in enumerate(steps):
       schedule[i, :len(step)] = step
     return TreeBatch(token_ids, left, right, labels, num_nodes, schedule, substitutes,
-                     substitute_mask, deletable,
+                     substitute_mask, deletable, duplicable,
                      None if self.space is None else self.space.signature)

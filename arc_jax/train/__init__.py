@@ -7,7 +7,7 @@ training step for any model, space and optimiser. ``config.model`` picks the mod
 and evaluation to the shared loop.
 """
 
-from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError
+from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError, RunNotFoundError
 from arc_jax.train.config import ConfigError, default_config, validate
 from arc_jax.train.experiment import Experiment, build_experiment, use_compilation_cache
 from arc_jax.train.losses import (arc_loss, cross_entropy, max_of_means_loss, weighted_mean,

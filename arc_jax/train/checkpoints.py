@@ -4,6 +4,7 @@ Layout of ``workdir``::
 
   config.json     the resolved config (written once, when the run starts)
   metrics.jsonl   one JSON object per log interval ("kind": "train") and per epoch ("epoch")
+  tensorboard/    the same numbers as TensorBoard event files (tag "<kind>/<field>")
   summary.json    written when training ends; its presence marks a finished run
   checkpoints/    the latest checkpoint (Orbax): train state, metric totals of the running epoch
                   and a JSON "meta" item (step, epoch, selection state, data fingerprint)
@@ -25,17 +26,26 @@ from typing import Any
 import jax
 import ml_collections
 import orbax.checkpoint as ocp
+import tensorboardX
 from jax.experimental import multihost_utils
 
 from arc_jax.train.config import RUN_CONTROL_FIELDS, with_defaults
 
 logger = logging.getLogger(__name__)
 
-RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "best", "eval")
+RUN_FILES = ("config.json", "metrics.jsonl", "summary.json", "checkpoints", "best", "eval",
+             "tensorboard")
+
+_NOT_SCALARS = ("kind", "epoch", "step", "best_epoch")
+"""metrics.jsonl fields that are not written to TensorBoard (they index the others)."""
 
 
 class RunExistsError(RuntimeError):
   """The work directory holds a finished run, or another run's files."""
+
+
+class RunNotFoundError(FileNotFoundError):
+  """The work directory is not a run directory, or holds no checkpoint of the kind asked for."""
 
 
 class RunDirectory:
@@ -46,20 +56,31 @@ class RunDirectory:
     self.config_file = self.path / "config.json"
     self.metrics_file = self.path / "metrics.jsonl"
     self.summary_file = self.path / "summary.json"
+    self._events = None  # the TensorBoard writer, opened by truncate_log
 
   @property
   def finished(self) -> bool:
     return self.summary_file.exists()
 
   def start(self, config: ml_collections.ConfigDict, overwrite: bool = False) -> bool:
-    """Claims the directory for ``config``; returns True when an unfinished run is resumed.
+    """:meth:`check`, then :meth:`claim`; returns True when an unfinished run is resumed."""
+    resumed = self.check(config, overwrite)
+    self.claim(config, resumed, overwrite)
+    return resumed
+
+  def check(self, config: ml_collections.ConfigDict, overwrite: bool = False) -> bool:
+    """Whether ``config`` may run here, writing nothing; True when it resumes an unfinished run.
 
     A finished run is never replaced silently: it raises :class:`RunExistsError` unless
-    ``overwrite``, which deletes this run's files (only those, see ``RUN_FILES``). An unfinished
-    run is resumed if its config equals ``config`` up to ``RUN_CONTROL_FIELDS``. With several
-    processes every one checks, process 0 writes, and all wait for it.
+    ``overwrite`` (then :meth:`claim` deletes this run's files, only those, see ``RUN_FILES``).
+    An unfinished run is resumed if its config equals ``config`` up to ``RUN_CONTROL_FIELDS``.
     """
-    resumed = self._check(config.to_dict(), overwrite)
+    return self._check(config.to_dict(), overwrite)
+
+  def claim(self, config: ml_collections.ConfigDict, resumed: bool, overwrite: bool = False
+            ) -> None:
+    """Writes ``config.json`` of a new run (after :meth:`check`). With several processes every
+    one checks, process 0 writes, and all wait for it."""
     if jax.process_index() == 0 and not resumed:
       if overwrite:
         self.remove()
@@ -104,22 +125,54 @@ class RunDirectory:
   def config(self) -> ml_collections.ConfigDict:
     """The run's config; fields added after it was written take their defaults."""
     if not self.config_file.exists():
-      raise FileNotFoundError(f"{self.config_file} not found: {self.path} is not a run directory "
-                              "(train one with experiments/train.py --workdir).")
+      where = "does not exist" if not self.path.exists() else "holds no config.json"
+      raise RunNotFoundError(f"{self.path} {where}: it is not a run directory (train one with "
+                             "experiments/train.py --workdir, or pass the --workdir of one).")
     return with_defaults(json.loads(self.config_file.read_text()))
 
+  def require_checkpoint(self, which: str) -> None:
+    """Raises :class:`RunNotFoundError` unless the run has a ``"best"`` or ``"latest"``
+    checkpoint (a step folder of ``best/`` or ``checkpoints/``); reads no checkpoint."""
+    folder = self.path / ("best" if which == "best" else "checkpoints")
+    if not (folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())):
+      hint = ("it has not finished an epoch yet" if which == "best"
+              else "it has not saved a checkpoint yet")
+      raise RunNotFoundError(f"No {which} checkpoint in {folder}: {hint}. Train it (run "
+                             "experiments/train.py again to resume), or evaluate another run.")
+
   def log(self, record: dict[str, Any]) -> None:
-    """Appends one JSON line to metrics.jsonl (process 0 only)."""
+    """Appends one JSON line to metrics.jsonl and its numbers to the TensorBoard events
+    (process 0 only)."""
     if jax.process_index() == 0:
       with self.metrics_file.open("a") as f:
         f.write(json.dumps(record) + "\n")
+      events = self._events or self._open_events(None)
+      for key, value in record.items():
+        if key not in _NOT_SCALARS and isinstance(value, (int, float)):
+          events.add_scalar(f"{record.get('kind', 'metrics')}/{key}", value, record["step"])
+
+  def _open_events(self, purge_step: int | None):
+    self.close()
+    self._events = tensorboardX.SummaryWriter(str(self.path / "tensorboard"),
+                                              purge_step=purge_step, flush_secs=30)
+    return self._events
 
   def truncate_log(self, step: int) -> None:
-    """Drops the lines logged after ``step`` (a resumed run replays those steps)."""
-    if jax.process_index() != 0 or not self.metrics_file.exists():
+    """Drops the lines and events logged after ``step`` (a resumed run replays those steps) and
+    opens the TensorBoard writer."""
+    if jax.process_index() != 0:
+      return
+    self._open_events(step + 1)
+    if not self.metrics_file.exists():
       return
     lines = self.metrics_file.read_text().splitlines(keepends=True)
     self.metrics_file.write_text("".join(l for l in lines if json.loads(l)["step"] <= step))
+
+  def close(self) -> None:
+    """Flushes the TensorBoard events."""
+    if self._events is not None:
+      self._events.close()
+      self._events = None
 
   def write_summary(self, summary: dict[str, Any]) -> None:
     if jax.process_index() == 0:
@@ -177,8 +230,8 @@ class Checkpoints:
     """(params, meta) of the best checkpoint, restored into the structure of ``params``."""
     step = self.best.latest_step()
     if step is None:
-      raise FileNotFoundError(f"No best checkpoint in {self.best.directory}: the run has not "
-                              "finished an epoch yet (train it with experiments/train.py).")
+      raise RunNotFoundError(f"No best checkpoint in {self.best.directory}: the run has not "
+                             "finished an epoch yet (train it with experiments/train.py).")
     restored = self.best.restore(step, args=ocp.args.Composite(
         params=ocp.args.StandardRestore(_abstract(params)), meta=ocp.args.JsonRestore()))
     return restored.params, restored.meta

@@ -9,6 +9,9 @@ added later defaults to what runs did before it existed, so older run directorie
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 import ml_collections
 from ml_collections import config_dict
 
@@ -30,9 +33,62 @@ SST2_ROWS = tuple((model, space) for model in ("lstm", "bilstm") for space in PA
                   if (model, space) != ("bilstm", "review"))
 """(model, space key) of every row of the paper's SST-2 LSTM tables; S_review is LSTM only."""
 
-RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every")
+RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every", "data_dir")
 """Fields that may differ when an unfinished run is resumed: they steer the process, not the
-result (``checkpoint_every`` and ``log_every`` only change when files are written)."""
+result (``checkpoint_every`` and ``log_every`` only change when files are written; a moved data
+folder is checked by the data fingerprint of the checkpoints)."""
+
+SPACE_MEMORY_LIMIT = 4 * 2**30
+"""Bytes of DP states (:meth:`Signature.dp_memory_estimate` for a sentence of
+``NOMINAL_LENGTH`` tokens) above which a space is refused unless ``config.allow_large_space``."""
+
+NOMINAL_LENGTH = 64
+"""Tokens per sentence assumed by the space guard (SST-2's longest sentence has 56)."""
+
+FIELD_HELP = {
+    "name": "run name: the default --workdir is runs/<name> (overrides of other fields extend it)",
+    "method": "training method, a key of arc_jax.train.METHODS: normal, augment, hotflip, arc",
+    "model": "model family: lstm (LSTM / Bi-LSTM) or tree_lstm (Tree-LSTM)",
+    "dataset": "sst2 or imdb (model lstm), sst_trees (model tree_lstm)",
+    "data_dir": "data folder; default $ARC_DATA_DIR, else the first of ./data, ../shared/data "
+                "(recorded in config.json)",
+    "synonyms": "Sub's lexicon: ppdb or counterfitted",
+    "max_candidates": "Sub candidates per word, in file order (1: ARC's --use-fewer-sub; 0: all)",
+    "num_train": "use the first N training examples (default all)",
+    "num_dev": "use the first N dev examples (default all)",
+    "num_test": "use the first N test examples (default all)",
+    "space": "perturbation space certified (arc), sampled (augment), attacked (hotflip) and "
+             "reported on dev, e.g. [(Del,2),(Sub,2)]",
+    "allow_large_space": "accept a space whose DP would need more than 4 GiB per batch",
+    "bidirectional": "Bi-LSTM instead of LSTM",
+    "pooling": "final (last state) or mean over positions",
+    "hidden": "LSTM (Tree-LSTM) hidden units",
+    "projection": "units of the projection layer before the LSTM",
+    "head_hidden": "units of the classifier's hidden layer",
+    "dropout_rate": "dropout probability",
+    "trainable_embeddings": "Tree-LSTM: train the word vectors too (else frozen)",
+    "embedding_lr_scale": "Tree-LSTM: learning-rate factor of trained word vectors",
+    "optimizer": "adam or adagrad (after gradient clipping and coupled L2)",
+    "batch_size": "training examples per step (a multiple of the devices)",
+    "learning_rate": "optimiser learning rate",
+    "weight_decay": "coupled L2 weight (torch's weight_decay)",
+    "grad_clip": "global gradient-norm clip",
+    "num_epochs": "training epochs",
+    "ramp_epochs": "epochs over which λ and ε rise from start to max",
+    "lambda_start": "weight of the robust loss at epoch 0",
+    "lambda_max": "weight of the robust loss after the ramp (0: no certified training)",
+    "eps_start": "hull scale ε at epoch 0",
+    "eps_max": "hull scale ε after the ramp",
+    "robust_loss": "worst_case or max_of_means (the original's binary loss)",
+    "early_stopping": "stop after N epochs without dev improvement (0: never)",
+    "seed": "seed of parameters, dropout and data order",
+    "eval_batch_size": "examples per evaluation batch (a multiple of the devices)",
+    "log_every": "steps per metrics.jsonl line",
+    "checkpoint_every": "steps between mid-epoch checkpoints",
+    "max_steps": "stop (resumably) after this many steps",
+    "progress": "show progress bars",
+}
+"""One line per config field, for ``train.py --help`` (a test checks it covers every field)."""
 
 
 class ConfigError(ValueError):
@@ -55,8 +111,10 @@ def default_config() -> ml_collections.ConfigDict:
   c.num_train = config_dict.placeholder(int)
   c.num_dev = config_dict.placeholder(int)
   c.num_test = config_dict.placeholder(int)
+  c.data_dir = config_dict.placeholder(str)  # arc_jax.data.paths.data_folder
   # The perturbation space certified (ARC), sampled (augment) and reported on dev.
   c.space = "[(Del,2),(Sub,2)]"
+  c.allow_large_space = False  # see SPACE_MEMORY_LIMIT
 
   # Model (arc_jax.nn.LSTMClassifier; the Tree-LSTM uses hidden and dropout_rate only).
   c.bidirectional = False
@@ -134,11 +192,66 @@ def baseline_row_config(method: str, row: str) -> ml_collections.ConfigDict:
   return c
 
 
+NAME_FIELDS = ("method", "model", "bidirectional", "dataset", "space")
+"""The fields a run name stands for (:func:`derived_name`)."""
+
+
+def space_key(spec: str) -> str:
+  """A space's short name: the key of ``PAPER_SPACES`` it equals up to order (``del2sub2``),
+  else its transformations and budgets in lower case (``"[(Del,50),(Sub,50)]"`` → ``del50sub50``)."""
+  pairs = re.compile(r"\(\s*(\w+)\s*,\s*(\d+)\s*\)").findall
+  for key, paper in PAPER_SPACES.items():
+    if sorted(pairs(paper)) == sorted(pairs(spec)):
+      return key
+  return "".join(f"{name.lower()}{delta}" for name, delta in pairs(spec)) or "space"
+
+
+def derived_name(config: ml_collections.ConfigDict) -> str:
+  """``<method>_<model>_<space>`` of the config (``arc_lstm_del2sub2``; ``imdb_`` before the
+  model for IMDB)."""
+  model = ("tree" if config.model == "tree_lstm" else "bilstm" if config.bidirectional
+           else "lstm")
+  dataset = "" if config.dataset in ("sst2", "sst_trees") else f"{config.dataset}_"
+  return f"{config.method}_{dataset}{model}_{space_key(config.space)}"
+
+
+def run_name(config: ml_collections.ConfigDict, overridden) -> str:
+  """The name of a run of ``config`` whose fields ``overridden`` were set on the command line.
+
+  The config file's ``name`` when nothing it stands for changed; :func:`derived_name` when the
+  method, model, dataset or space were overridden; then ``_<field><value>`` per other
+  overridden field that changes the result (``_seed1``), so that an override never lands in
+  another experiment's default run directory. An overridden ``name`` is kept as given.
+  """
+  overridden = set(overridden)
+  if "name" in overridden:
+    return config.name
+  name = derived_name(config) if overridden & set(NAME_FIELDS) else config.name
+  extra = sorted(overridden - set(NAME_FIELDS) - set(RUN_CONTROL_FIELDS))
+  suffix = "".join(f"_{k}{re.sub(r'[^A-Za-z0-9.-]+', '', str(config[k]))}" for k in extra)
+  if len(suffix) > 60:
+    suffix = "_" + hashlib.sha1(suffix.encode()).hexdigest()[:8]
+  return name + suffix
+
+
 def with_defaults(saved: dict) -> ml_collections.ConfigDict:
   """A saved config (``config.json``) with the fields it predates set to their defaults."""
   config = default_config()
   config.update(saved)
   return config
+
+
+def _check_space_size(space, config: ml_collections.ConfigDict) -> None:
+  """Refuses a space whose DP states would not fit (:data:`SPACE_MEMORY_LIMIT`)."""
+  batch = max(config.batch_size, config.eval_batch_size)
+  estimate = space.signature.dp_memory_estimate(batch, config.hidden, NOMINAL_LENGTH)
+  if estimate > SPACE_MEMORY_LIMIT and not config.allow_large_space:
+    raise ConfigError(
+        f"config.space={config.space!r} has {space.grid_size():,} budget slots per position; "
+        f"its DP states alone need about {estimate / 2**30:.1f} GiB per batch of {batch} "
+        f"(hidden {config.hidden}, {NOMINAL_LENGTH} tokens), over the "
+        f"{SPACE_MEMORY_LIMIT / 2**30:.0f} GiB guard. Use smaller budgets or batches, or pass "
+        "--config.allow_large_space=True to try anyway.")
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -163,9 +276,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
                       f"{config.model!r}; choose one of {list(task.robust_losses)}.")
   try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
-    task.check_space(parse_space(config.space, synonyms={}))
+    space = parse_space(config.space, synonyms={})
+    task.check_space(space)
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
+  _check_space_size(space, config)
   if config.trainable_embeddings and not task.trainable_embeddings:
     raise ConfigError(f"config.trainable_embeddings=True is not available for model "
                       f"{config.model!r}: its word vectors are frozen; set it to False.")

@@ -17,6 +17,7 @@ from arc_jax.data import ExperimentData, TextSplit, Tree
 from arc_jax.data.paths import cache_dir
 from arc_jax.perturbation import PlanBuilder, Space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSpace
+from arc_jax.train.config import ConfigError
 from arc_jax.train.tasks import TASKS, Task
 
 SPLITS = {"train": "num_train", "validation": "num_dev", "test": "num_test"}
@@ -77,14 +78,17 @@ def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None
     mesh: the data mesh; default all devices (:func:`parallel.data_mesh`).
   """
   mesh = parallel.data_mesh() if mesh is None else mesh
-  parallel.check_batch_size(config.batch_size, mesh)
-  parallel.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
+  try:
+    parallel.check_batch_size(config.batch_size, mesh)
+    parallel.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
+  except ValueError as error:
+    raise ConfigError(str(error)) from None
   task = TASKS[config.model]
   data = task.prepare_data(config)
   splits = {name: data.splits[name][:config[field]] for name, field in SPLITS.items()}
   for name, split in splits.items():
     if not len(split):
-      raise ValueError(f"The {name} split is empty; raise config.{SPLITS[name]}.")
+      raise ConfigError(f"The {name} split is empty; raise config.{SPLITS[name]}.")
   space = task.space(data, config.space)
   graphdef, params, rest = nnx.split(task.model(config, data), nnx.Param, ...)
   replicated = parallel.replicated(mesh)

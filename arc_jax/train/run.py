@@ -10,6 +10,10 @@ summary is written. Epochs are numbered from 0, like the original's checkpoints.
 The loop is the same for every model family: the experiment's task
 (:mod:`arc_jax.train.tasks`) supplies the batches, their placement on the mesh, the objectives
 and the evaluation function; for Tree-LSTMs an example is a tree and its metrics are the root's.
+
+SIGINT and SIGTERM stop the run cleanly (:mod:`arc_jax.train.interrupt`): a checkpoint at the
+current step, then ``{"status": "interrupted", ...}``. A stop during the dev evaluation saves
+the epoch's end with the evaluation still to do; the resumed run does it first.
 """
 
 from __future__ import annotations
@@ -21,15 +25,19 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh
-from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from arc_jax import parallel
 from arc_jax.data import num_batches
+from arc_jax.data.paths import data_folder
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError
 from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment
+from arc_jax.train.interrupt import Interrupted, StopRequest, stop_on_signals
 from arc_jax.train.methods import METHODS
+from arc_jax.train.progress import RunClock, eval_bar, run_bar
 from arc_jax.train.schedules import epoch_ramp
 from arc_jax.train.steps import (config_optimizer, evaluate_split, init_state, make_eval_step,
                                  make_train_step, zero_totals)
@@ -48,18 +56,31 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, overwrite:
     mesh: the data mesh; default all devices.
 
   Returns:
-    The summary (also written to ``summary.json``), or ``{"status": "stopped", ...}`` when
-    ``config.max_steps`` stopped the run (run again without it to continue).
+    The summary (also written to ``summary.json``), or ``{"status": "stopped", "step": …,
+    "workdir": …}`` when ``config.max_steps`` stopped the run (run again without it to
+    continue), or ``{"status": "interrupted", …, "signal": "SIGINT"}`` when a signal did (run
+    again to resume).
+
+  Nothing is written before the config, the work directory and the data pass their checks.
+  ``config.data_dir`` is resolved (:func:`arc_jax.data.paths.data_folder`), logged and recorded
+  in ``config.json``.
   """
   validate(config)
+  config = ml_collections.ConfigDict(config.to_dict())
+  config.data_dir = str(data_folder(config.data_dir))
   run = RunDirectory(workdir)
-  resumed = run.start(config, overwrite)
+  resumed = run.check(config, overwrite)
+  logger.info("Run directory %s (%s); data folder %s.", run.path.absolute(),
+              "resuming" if resumed else "new run", config.data_dir)
   experiment = build_experiment(config, mesh)
+  run.claim(config, resumed, overwrite)
   checkpoints = Checkpoints(run.path)
   try:
-    return _Trainer(experiment, run, checkpoints).train(resumed)
+    with stop_on_signals() as stop:
+      return _Trainer(experiment, run, checkpoints, stop).train(resumed)
   finally:
     checkpoints.close()
+    run.close()
 
 
 def _rates(totals: dict[str, float]) -> dict[str, float]:
@@ -78,8 +99,9 @@ def _floats(totals) -> dict[str, float]:
 class _Trainer:
   """The loop's fixed parts: steps, schedules and files of one experiment."""
 
-  def __init__(self, experiment: Experiment, run: RunDirectory, checkpoints: Checkpoints):
-    self.exp, self.run, self.checkpoints = experiment, run, checkpoints
+  def __init__(self, experiment: Experiment, run: RunDirectory, checkpoints: Checkpoints,
+               stop: StopRequest):
+    self.exp, self.run, self.checkpoints, self.stop = experiment, run, checkpoints, stop
     c = self.config = experiment.config
     task = self.task = experiment.task
     self.method = METHODS[c.method]
@@ -101,6 +123,10 @@ class _Trainer:
     self.replicated = parallel.replicated(mesh)
     self.place = lambda batch: task.put(batch, mesh)
     self.selection = "dev_cf_acc" if self.method.certified else "dev_acc"
+    self.show_progress = c.progress and jax.process_index() == 0
+    self.clock = RunClock(spe, ["arc" if self._certifies(e) else "clean"
+                                for e in range(c.num_epochs)])
+    self.bar = None
 
   # -- state ------------------------------------------------------------------------------
 
@@ -130,18 +156,49 @@ class _Trainer:
     return state, totals, saved
 
   def _evaluate(self, params, split: str) -> dict[str, Any]:
-    """Accuracy and certified accuracy (under ``config.space``) of ``params`` on ``split``."""
-    n = len(self.exp.splits[split])
-    batches = self.task.batches(self.exp, split, self.config.eval_batch_size, certify=True)
-    flags = evaluate_split(self.eval_step, params, self.exp.rest, batches, n, self.place)
+    """Accuracy and certified accuracy (under ``config.space``) of ``params`` on ``split``.
+
+    Raises:
+      Interrupted: a stop signal arrived (single process only: several processes must agree,
+        see :meth:`_stop_requested`, so they finish the evaluation).
+    """
+    n, size = len(self.exp.splits[split]), self.config.eval_batch_size
+    batches = self.task.batches(self.exp, split, size, certify=True)
+    stop = self.stop.raise_if_set if jax.process_count() == 1 else None
+    flags = evaluate_split(self.eval_step, params, self.exp.rest, batches, n, self.place,
+                           bar=eval_bar(num_batches(n, size), "dev" if split == "validation"
+                                        else split, self.show_progress),
+                           stop=stop)
     correct, certified = flags["correct"], flags["certified"]
     return {"examples": n, "correct": int(correct.sum()), "certified": int(certified.sum()),
             "acc": round(float(correct.mean()), 6), "cf_acc": round(float(certified.mean()), 6)}
 
   def _stopped(self, step: int) -> dict[str, Any]:
+    if self.stop:
+      return {"status": "interrupted", "step": step, "workdir": str(self.run.path),
+              "signal": self.stop.name}
     logger.info("Stopped at step %d (config.max_steps); run again without max_steps to resume.",
                 step)
     return {"status": "stopped", "step": step, "workdir": str(self.run.path)}
+
+  def _stop_requested(self, step: int) -> bool:
+    """Whether to stop after ``step`` for a signal. Several processes must stop at the same
+    step, so they agree at each log step (``config.log_every``) instead of every step."""
+    if jax.process_count() == 1:
+      return bool(self.stop)
+    if step % self.config.log_every:
+      return False
+    return bool(multihost_utils.process_allgather(np.int32(bool(self.stop))).any())
+
+  def _certifies(self, epoch: int) -> bool:
+    """Whether ``epoch`` trains with ARC's objective (a certified method, λ > 0)."""
+    return (self.arc_step is not None
+            and float(self.robust_weight(epoch * self.steps_per_epoch)) > 0)
+
+  def _early_stopped(self, epoch: int, progress) -> bool:
+    """Whether early stopping ends the run after ``epoch``."""
+    best, patience = progress["best"], self.config.early_stopping
+    return bool(patience and best is not None and epoch - best["epoch"] >= patience)
 
   # -- loop -------------------------------------------------------------------------------
 
@@ -149,34 +206,51 @@ class _Trainer:
     c, spe = self.config, self.steps_per_epoch
     state, totals, progress = self._initial(resumed)
     step = progress["step"]
-    status = "completed"
-    for epoch in range(step // spe, c.num_epochs):
-      if c.max_steps is not None and step >= c.max_steps:
-        return self._stopped(step)
-      state, totals, step = self._train_epoch(state, totals, step, epoch, progress)
-      if step % spe:
-        self.checkpoints.save_latest(state, totals, dict(progress, step=step))
-        return self._stopped(step)
-      progress["train_seconds"] += progress["epoch_seconds"]
-      self._end_epoch(state, totals, step, epoch, progress)
-      totals = parallel.put(zero_totals(), self.replicated)
-      progress.update(step=step, epoch_seconds=0.0)
-      self.checkpoints.save_latest(state, totals, progress)
-      best = progress["best"]["epoch"]
-      if c.early_stopping and epoch - best >= c.early_stopping:
-        logger.info("Early stopping after epoch %d: no dev improvement since epoch %d.",
-                    epoch, best)
-        status = "early_stopped"
-        break
-    return self._finish(status, step, progress)
+    self.bar = run_bar(c.num_epochs * spe, step, self.show_progress)
+    with self.bar, logging_redirect_tqdm():
+      if progress.pop("evaluating", False):  # stopped during the dev evaluation of its epoch
+        if not self._close_epoch(state, totals, step, progress):
+          return self._stopped(step)
+        totals = parallel.put(zero_totals(), self.replicated)
+      if step and not step % spe and self._early_stopped(step // spe - 1, progress):
+        return self._finish("early_stopped", step, progress)  # stopped during the test split
+      for epoch in range(step // spe, c.num_epochs):
+        if c.max_steps is not None and step >= c.max_steps:
+          return self._stopped(step)
+        state, totals, step = self._train_epoch(state, totals, step, epoch, progress)
+        if step % spe:
+          self.checkpoints.save_latest(state, totals, dict(progress, step=step))
+          return self._stopped(step)
+        if not self._close_epoch(state, totals, step, progress):
+          return self._stopped(step)
+        totals = parallel.put(zero_totals(), self.replicated)
+        if self._early_stopped(epoch, progress):
+          logger.info("Early stopping after epoch %d: no dev improvement since epoch %d.",
+                      epoch, progress["best"]["epoch"])
+          return self._finish("early_stopped", step, progress)
+      return self._finish("completed", step, progress)
+
+  def _close_epoch(self, state, totals, step: int, progress) -> bool:
+    """Ends the epoch that ends at ``step``: dev evaluation and selection, then the epoch's
+    checkpoint. False if a signal stopped the evaluation (then the checkpoint says so)."""
+    try:
+      self._end_epoch(state, totals, step, step // self.steps_per_epoch - 1, progress)
+    except Interrupted:
+      self.checkpoints.save_latest(state, totals, dict(progress, step=step, evaluating=True))
+      return False
+    progress["train_seconds"] += progress["epoch_seconds"]
+    progress.update(step=step, epoch_seconds=0.0)
+    self.checkpoints.save_latest(state, parallel.put(zero_totals(), self.replicated), progress)
+    return True
 
   def _train_epoch(self, state, totals, step: int, epoch: int, progress):
-    """Trains from ``step`` to the end of ``epoch`` (or to max_steps); returns (state, totals,
-    step) and updates ``progress`` (the epoch's seconds and the totals at the last log line)."""
+    """Trains from ``step`` to the end of ``epoch`` (or to max_steps, or a stop signal); returns
+    (state, totals, step) and updates ``progress`` (the epoch's seconds and the totals at the
+    last log line)."""
     c, spe = self.config, self.steps_per_epoch
     first = epoch * spe
     robust_weight, eps = float(self.robust_weight(first)), float(self.eps(first))
-    certify = self.arc_step is not None and robust_weight > 0
+    certify = self._certifies(epoch)
     step_fn = self.arc_step if certify else self.clean_step
     batches = self.task.batches(self.exp, "train", c.batch_size, certify=certify, shuffle=True,
                                 seed=c.seed, epoch=epoch, start=step - first)
@@ -187,29 +261,33 @@ class _Trainer:
     logged = ({k: np.float32(v) for k, v in progress["logged"].items()} if resumed
               else jax.device_get(totals))
     log_time, log_step = start_time, step
-    with tqdm(total=spe, initial=step - first, desc=f"epoch {epoch} (of 0-{c.num_epochs - 1})",
-              unit="step", disable=not c.progress or jax.process_index() > 0,
-              dynamic_ncols=True) as bar:
-      for batch in batches:
-        if self.transform is not None:
-          batch = self.transform(batch, step, state.params)
-        state, totals = step_fn(state, self.exp.rest, self.place(batch), totals)
-        step += 1
-        bar.update()
-        if step % c.log_every == 0:
-          current, now = jax.device_get(totals), time.perf_counter()
-          rates = _rates({k: current[k] - logged[k] for k in current})
-          self.run.log({"kind": "train", "epoch": epoch, "step": step, "lambda": robust_weight,
-                        "eps": eps, **rates, "seconds": round(now - log_time, 3),
-                        "steps_per_s": round((step - log_step) / (now - log_time), 3)})
-          bar.set_postfix(loss=rates["loss"], acc=rates["train_acc"])
-          logged, log_time, log_step = current, now, step
-        if step == c.max_steps:
-          break
-        if step % c.checkpoint_every == 0 and step % spe:
-          seconds = previous + time.perf_counter() - start_time
-          self.checkpoints.save_latest(state, totals, dict(
-              progress, step=step, epoch_seconds=seconds, logged=_floats(logged)))
+    status = ""
+    bar, clock = self.bar, self.clock
+    for batch in batches:
+      tic, compiled = time.perf_counter(), step_fn._cache_size()
+      if self.transform is not None:
+        batch = self.transform(batch, step, state.params)
+      state, totals = step_fn(state, self.exp.rest, self.place(batch), totals)
+      step += 1
+      if step % c.log_every == 0:
+        current, now = jax.device_get(totals), time.perf_counter()
+        rates = _rates({k: current[k] - logged[k] for k in current})
+        self.run.log({"kind": "train", "epoch": epoch, "step": step, "lambda": robust_weight,
+                      "eps": eps, **rates, "seconds": round(now - log_time, 3),
+                      "steps_per_s": round((step - log_step) / (now - log_time), 3)})
+        status = f", loss {rates['loss']:.4f}, acc {rates['train_acc']:.3f}"
+        logged, log_time, log_step = current, now, step
+      clock.step_done("arc" if certify else "clean", time.perf_counter() - tic,
+                      step_fn._cache_size() > compiled)
+      bar.update()
+      bar.set_postfix_str(f"epoch {epoch}/{c.num_epochs - 1}, ETA {clock.eta(step)}{status}",
+                          refresh=False)
+      if step == c.max_steps or self._stop_requested(step):
+        break
+      if step % c.checkpoint_every == 0 and step % spe:
+        seconds = previous + time.perf_counter() - start_time
+        self.checkpoints.save_latest(state, totals, dict(
+            progress, step=step, epoch_seconds=seconds, logged=_floats(logged)))
     jax.block_until_ready(state)
     progress.update(epoch_seconds=previous + time.perf_counter() - start_time,
                     logged=_floats(logged))
@@ -220,6 +298,7 @@ class _Trainer:
     tic = time.perf_counter()
     dev = self._evaluate(state.params, "validation")
     eval_seconds = time.perf_counter() - tic
+    self.clock.eval_done(eval_seconds)
     record = {"epoch": epoch, "step": step, "dev_acc": dev["acc"], "dev_cf_acc": dev["cf_acc"]}
     best = progress["best"]
     if best is None or record[self.selection] >= best[self.selection]:
@@ -239,7 +318,10 @@ class _Trainer:
     """Evaluates the best parameters on the test split and writes summary.json."""
     params, best = self.checkpoints.restore_best(self.exp.params)
     tic = time.perf_counter()
-    test = self._evaluate(params, "test")
+    try:
+      test = self._evaluate(params, "test")
+    except Interrupted:  # training is saved; the resumed run evaluates the test split
+      return self._stopped(step)
     summary = {
         "name": self.config.name, "method": self.config.method, "status": status,
         "steps": step, "steps_per_epoch": self.steps_per_epoch,

@@ -205,7 +205,8 @@ def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
 
 
 def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Iterable,
-                   num_examples: int, place: Callable) -> dict[str, np.ndarray]:
+                   num_examples: int, place: Callable, *, bar=None,
+                   stop: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
   """Per-example outcomes bool (n,) of a split, in split order: the eval step's keys.
 
   Args:
@@ -215,15 +216,28 @@ def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Itera
       row.
     num_examples: n.
     place: host batch → its sharded arrays (``Task.put``).
+    bar: a tqdm bar advanced once per batch (closed at the end), or None.
+    stop: called before each batch; raises to abandon the evaluation (e.g.
+      :meth:`arc_jax.train.interrupt.StopRequest.raise_if_set`).
 
-  The host waits once, at the end.
+  Without a bar the host waits once, at the end; with one it keeps one batch in flight and
+  counts the batches done.
   """
   outputs, rows = [], []
   for batch in batches:
+    if stop is not None:
+      stop()
     outputs.append(eval_step(params, rest, place(batch)))
     rows.append(batch.indices)
+    if bar is not None and len(outputs) > 1:
+      jax.block_until_ready(outputs[-2])
+      bar.update()
+  outputs = jax.device_get(outputs)
+  if bar is not None:
+    bar.update(len(outputs) - bar.n)
+    bar.close()
   flags = {}
-  for out, idx in zip(jax.device_get(outputs), rows):
+  for out, idx in zip(outputs, rows):
     real = idx >= 0
     for name, values in out.items():
       flags.setdefault(name, np.zeros(num_examples, bool))[idx[real]] = values[real]

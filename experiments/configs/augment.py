@@ -1,14 +1,3 @@
-"""Data augmentation on SST-2: each batch also trains on one random member of S(x) per example.
+"""``--config experiments/configs/augment.py[:ARG]``: the config of arc_jax/configs/augment.py."""
 
-``--config experiments/configs/augment.py:MODEL,SPACE``: MODEL ``lstm`` or ``bilstm``; SPACE
-``del2sub2``, ``sub2ins2``, ``del2ins2`` or ``review`` (LSTM only); default ``lstm,del2sub2``.
-Early stopping 5, at most 24 epochs (REFERENCE.md §10.2); the best epoch has the best dev
-accuracy (on the clean dev set; the original measured it on dev plus augmented dev). S_review
-samples from every PPDB candidate, the same S_review as the ARC row certifies.
-"""
-
-from arc_jax.train.config import baseline_row_config
-
-
-def get_config(arg: str = "lstm,del2sub2"):
-  return baseline_row_config("augment", arg)
+from arc_jax.configs.augment import *  # noqa: F401,F403

@@ -1,11 +1,12 @@
-"""Data-root search, missing-file errors, cache folder and fingerprints."""
+"""The data folder, missing and damaged-file errors, cache folder and fingerprints."""
 
+import gzip
 import os
 from pathlib import Path
 
 import pytest
 
-from arc_jax.data import paths
+from arc_jax.data import load_stopwords, load_synonyms, paths, read_vectors
 
 
 def _touch(path: Path) -> Path:
@@ -33,12 +34,51 @@ def test_cwd_data_then_shared_data(tmp_path, monkeypatch):
   assert paths.find_data_file("a3t/en.key") == (work / "data/a3t/en.key").resolve()
 
 
-def test_roots_are_listed_once(tmp_path, monkeypatch):
-  monkeypatch.chdir(tmp_path)
-  monkeypatch.setenv("ARC_DATA_DIR", "data")
-  roots = [r.resolve() for r in paths.data_roots()]
-  assert roots[0] == (tmp_path / "data").resolve()
-  assert len(roots) == len(set(roots))
+def test_env_var_folder_is_the_only_one(tmp_path, monkeypatch):
+  _touch(tmp_path / "cwd" / "data" / "stopwords.txt")
+  (tmp_path / "env").mkdir()
+  monkeypatch.chdir(tmp_path / "cwd")
+  monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "env"))
+  assert paths.data_folder() == (tmp_path / "env").resolve()
+  with pytest.raises(paths.DataFileNotFoundError, match=f"stopwords.txt not found in the data "
+                     f"folder {tmp_path / 'env'}"):
+    paths.find_data_file("stopwords.txt")
+  monkeypatch.setenv("ARC_DATA_DIR", str(tmp_path / "nowhere"))
+  with pytest.raises(paths.DataFileNotFoundError, match=r"nowhere \(from \$ARC_DATA_DIR\) does "
+                     "not exist"):
+    paths.data_folder()
+
+
+def test_files_are_never_mixed_from_two_folders(tmp_path, monkeypatch):
+  monkeypatch.delenv("ARC_DATA_DIR", raising=False)
+  monkeypatch.chdir(_touch(tmp_path / "repo" / "data" / "a.txt").parents[1])
+  _touch(tmp_path / "shared" / "data" / "b.txt")
+  assert paths.data_folder() == (tmp_path / "repo" / "data").resolve()
+  with pytest.raises(paths.DataFileNotFoundError, match="b.txt not found"):
+    paths.find_data_file("b.txt")
+
+
+def _damage(path: Path, kind: str) -> Path:
+  data = path.read_bytes()
+  path.write_bytes(data[:len(data) // 2] if kind == "truncated" else b"\x1f\x8b" + data[4:])
+  return path
+
+
+@pytest.mark.parametrize("kind", ["truncated", "corrupt"])
+def test_damaged_files_name_the_file_and_its_source(tmp_path, kind):
+  with gzip.open(tmp_path / "v.txt.gz", "wt") as f:
+    f.write("".join(f"w{i} 1 2 3\n" for i in range(2000)))
+  with pytest.raises(paths.DataFileError, match=r"v\.txt\.gz is truncated or corrupt \(\w+"):
+    read_vectors(_damage(tmp_path / "v.txt.gz", kind), ["w1"])
+  synonyms = tmp_path / "synonyms" / "counterfitting_ppdb2_synonyms.txt.gz"
+  synonyms.parent.mkdir()
+  with gzip.open(synonyms, "wt") as f:
+    f.write("".join(f"a{i} b{i}\n" for i in range(3000)))
+  with pytest.raises(paths.DataFileError, match="counterfitting_ppdb2.*counter-fitting"):
+    load_synonyms("ppdb", data_root=_damage(synonyms, kind).parents[1])
+  (tmp_path / "stopwords.txt").write_bytes(b"\xff\xfe")
+  with pytest.raises(paths.DataFileError, match="stopwords.txt .*UnicodeDecodeError.*§6"):
+    load_stopwords(tmp_path)
 
 
 def test_missing_file_error_names_file_folders_and_source(tmp_path):

@@ -105,7 +105,8 @@ class SequenceTask(Task):
 
   def prepare_data(self, config: ml_collections.ConfigDict) -> ExperimentData:
     return prepare_lstm_data(config.dataset, synonyms=config.synonyms,
-                             max_candidates=config.max_candidates or None)
+                             max_candidates=config.max_candidates or None,
+                             data_root=config.data_dir)
 
   def space(self, data: ExperimentData, spec: str) -> Space:
     return data.space(spec)

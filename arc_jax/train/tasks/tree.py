@@ -145,7 +145,8 @@ class TreeTask(Task):
 
   def prepare_data(self, config: ml_collections.ConfigDict) -> ExperimentData:
     return prepare_tree_data(synonyms=config.synonyms,
-                             max_candidates=config.max_candidates or None)
+                             max_candidates=config.max_candidates or None,
+                             data_root=config.data_dir)
 
   def space(self, data: ExperimentData, spec: str) -> TreeSpace:
     return tree_space(data.space(spec))

@@ -1,0 +1,125 @@
+"""Issue 12: the escapes it reported stay fixed, and the certify API checks its inputs."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import arc_jax
+from arc_jax.certify import certify, certify_jit, certify_trees
+from arc_jax.nn import LSTMClassifier
+from arc_jax.nn.tree_models import TreeLSTMClassifier
+from arc_jax.perturbation import Transformation, custom, parse_space
+from arc_jax.perturbation.trees import from_nested, tree_space
+
+WORDS = ("<pad>", "a", "the", "good", "bad", "movie")
+VOCAB = {w: i for i, w in enumerate(WORDS)}
+
+
+def bad_ins(name):
+  return custom(name, 1, 2, match=lambda w: w[0] == "good", replace=lambda w: [(w[0], "bad")])
+
+
+def test_escape_1_user_transformation_under_a_standard_name_is_refused():
+  """Main accepted this space for trees, and the tree DP certified (good) although its member
+  (good, bad) escaped the bounds: the DP read "Ins" as a duplication."""
+  with pytest.raises(ValueError, match=r"'Ins' is the name of a standard transformation.*"
+                                       r"another name"):
+    parse_space("[(Ins,1)]", custom={"Ins": bad_ins("Ins")})
+
+
+def test_escape_1_tree_spaces_decide_by_what_a_transformation_does():
+  space = parse_space("[(MyIns,1)]", custom={"MyIns": bad_ins("MyIns")})
+  with pytest.raises(ValueError, match="MyIns .1→2. has no tree counterpart: it rewrites a leaf "
+                                       "into two other words"):
+    tree_space(space)
+  # A user 1→1 rewrite is a substitution, a user 1→0 a deletion, a repeat a duplication.
+  swap = custom("Swap", 1, 1, match=lambda w: w[0] == "good", replace=lambda w: [("bad",)])
+  drop = custom("Drop", 1, 0, match=lambda w: w[0] == "movie", replace=lambda w: [()])
+  twice = Transformation("Twice", 1, 2, match=lambda w: w[0] == "good",
+                         replace=lambda w: [w * 2], repeats_token=True)
+  tspace = tree_space(parse_space("[(Swap,1),(Drop,1),(Twice,1)]",
+                                  custom={"Swap": swap, "Drop": drop, "Twice": twice}))
+  assert tspace.kinds == ("Sub", "Del", "Dup")
+  assert set(tspace.enumerate(from_nested(("good", "movie")))) == {
+      ("good", "movie"), ("bad", "movie"), "good", "bad", (("good", "good"), "movie"),
+      ("good", "good")}
+
+
+def test_standard_names_are_refused_for_every_user_transformation():
+  for name in arc_jax.perturbation.STANDARD_NAMES:
+    with pytest.raises(ValueError, match=f"'{name}' is the name of a standard transformation"):
+      custom(name, 1, 1, match=lambda w: True, replace=lambda w: [w])
+
+
+def small_model(**kw):
+  rng = np.random.default_rng(0)
+  return LSTMClassifier(rng.normal(size=(len(WORDS), 4)), hidden=3, projection=3, head_hidden=3,
+                        rngs=nnx.Rngs(0), **kw)
+
+
+def one_line(pattern):
+  return pytest.raises(ValueError, match=re.compile(f"^(?!.*\\n).*{pattern}"))
+
+
+@pytest.mark.parametrize("sentences,labels,pattern", [
+    ([], [], "No sentences to certify"),
+    ("a good movie", [0], "No sentences"),
+    (["a good movie"], [0], r"Sentence 0 is str 'a good movie', not a sentence: pass .*split\(\)"),
+    ([["good"]], [0, 1], r"labels has shape \(2,\).*one integer label per sentence \(1\)"),
+    ([["good"]], [2], r"Label 2 of sentence 0 is outside 0..1"),
+    ([["good"]], [-1], r"Label -1 of sentence 0"),
+])
+def test_certify_refuses_bad_inputs_in_one_line(sentences, labels, pattern):
+  space = parse_space("[(Del,1)]")
+  with one_line(pattern):
+    certify(small_model(), space, sentences, labels, VOCAB)
+
+
+def test_float64_parameters_without_x64_are_refused():
+  with jax.enable_x64(False):
+    with one_line(r"param_dtype=float64 needs JAX's 64-bit mode.*jax_enable_x64.*JAX_ENABLE_X64=1"):
+      small_model(param_dtype=jnp.float64)
+    with one_line("param_dtype=float64"):
+      TreeLSTMClassifier(np.zeros((3, 4)), hidden=2, rngs=nnx.Rngs(0), param_dtype=jnp.float64)
+
+
+def test_huge_grids_are_refused_with_size_and_memory_unless_allowed():
+  space = parse_space("[(Del,50),(Sub,50)]", synonyms={"good": ["bad"]})
+  with one_line(r"grid of 2601 slots \(51×51\).*about [\d.]+ GiB.*max_grid_slots=2601"):
+    certify(small_model(), space, [["good"]], [0], VOCAB)
+  with one_line("grid of 2601 slots"):
+    certify_trees(small_tree_model(), space, [from_nested("good")], VOCAB, [0])
+
+
+def small_tree_model():
+  return TreeLSTMClassifier(np.random.default_rng(0).normal(size=(len(WORDS), 4)), hidden=3,
+                            num_classes=2, rngs=nnx.Rngs(0))
+
+
+def test_certify_trees_in_one_call_refuses_bad_trees():
+  model = small_tree_model()
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad", "oov-word"]})
+  with one_line("No trees to certify"):
+    certify_trees(model, space, [], VOCAB, [])
+  with one_line(r"Tree 0 is str 'good movie', not a tree"):
+    certify_trees(model, space, ["good movie"], VOCAB, [0])
+  with one_line(r"Label -1 of tree 0 is outside 0..1"):  # no root label and none given
+    certify_trees(model, space, [from_nested(("good", "movie"))], VOCAB)
+  out = certify_trees(model, space, [from_nested(("good", "movie")), from_nested("bad")],
+                      VOCAB, [1, 0])
+  assert out["certified"].shape == (2,) and out["margins"].shape == (2, 2)
+  assert np.all(out["logits_lo"] <= out["clean_logits"])
+  assert np.all(out["clean_logits"] <= out["logits_hi"])
+
+
+def test_certify_reuses_its_compilation_across_calls():
+  model, space = small_model(), parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad"]})
+  certify(model, space, [["a", "good", "movie"]], [0], VOCAB, batch_size=4)
+  compiled = certify_jit._cache_size()  # pylint: disable=protected-access
+  certify(model, space, [["good", "movie"], ["the", "bad"]], [1, 0], VOCAB, batch_size=4)
+  certify(small_model(), space, [["good"]], [1], VOCAB, batch_size=4)  # a new, same-shaped model
+  assert certify_jit._cache_size() == compiled  # pylint: disable=protected-access

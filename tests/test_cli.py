@@ -1,0 +1,219 @@
+"""The command lines as a user meets them, each run in a subprocess on a tiny fake data root:
+Ctrl-C and SIGTERM save and print the resume command, user errors are one line with status 2
+and write nothing, ``--help`` lists every config field, and the console scripts exist."""
+
+import importlib
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "data"))
+from fake_data_root import cache_dir, data_root  # noqa: E402,F401  (fixtures)
+
+from arc_jax.train import default_config  # noqa: E402
+from arc_jax.train.config import FIELD_HELP  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN, EVALUATE = str(REPO / "experiments" / "train.py"), str(REPO / "experiments" / "evaluate.py")
+# Normal training of a tiny LSTM, one example per step, for a long time.
+TINY = ["--config=normal.py", "--config.hidden=4", "--config.projection=4",
+        "--config.head_hidden=4", "--config.batch_size=1", "--config.eval_batch_size=1",
+        "--config.log_every=1", "--config.num_epochs=1000"]
+
+
+@pytest.fixture
+def env(data_root, cache_dir):  # noqa: F811
+  return dict(os.environ, ARC_DATA_DIR=str(data_root), ARC_CACHE_DIR=str(cache_dir),
+              PYTHONPATH=str(REPO))
+
+
+def run(args, env, cwd, timeout=300):
+  return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                        cwd=cwd, timeout=timeout, check=False)
+
+
+def lines(stderr: str) -> list[str]:
+  return [line for line in stderr.replace("\r", "\n").splitlines() if line.strip()]
+
+
+def wait_for_steps(runs: Path, count: int, process, timeout=300) -> Path:
+  """The run directory under ``runs`` once its metrics.jsonl has ``count`` lines."""
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    assert process.poll() is None, process.communicate()[1][-3000:]
+    for metrics in runs.glob("*/metrics.jsonl"):
+      if len(metrics.read_text().splitlines()) >= count:
+        return metrics.parent
+    time.sleep(0.2)
+  process.kill()
+  raise AssertionError(f"no {count} metrics lines in {timeout} s")
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+  """tag → [(step, value)] of the event files in ``folder`` (TFRecord framing: length, its CRC,
+  the Event proto, its CRC)."""
+  from tensorboardX.proto import event_pb2
+  out = {}
+  for path in sorted(folder.glob("events.out.tfevents.*")):
+    data, i = path.read_bytes(), 0
+    while i < len(data):
+      (length,) = struct.unpack("<Q", data[i:i + 8])
+      event = event_pb2.Event.FromString(data[i + 12:i + 12 + length])
+      i += 16 + length
+      for value in event.summary.value:
+        out.setdefault(value.tag, []).append((event.step, value.simple_value))
+  return out
+
+
+def test_a_signal_saves_a_checkpoint_and_prints_the_resume_command(tmp_path, env, data_root):  # noqa: F811
+  previous = 0
+  for sig in (signal.SIGINT, signal.SIGTERM):
+    process = subprocess.Popen([sys.executable, TRAIN, *TINY], cwd=tmp_path, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    workdir = wait_for_steps(tmp_path / "runs", previous + 3, process)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + sig, stderr[-3000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    stop = re.fullmatch(
+        rf"{sig.name}: stopped at step (\d+), checkpoint saved in runs/{workdir.name}\. Resume "
+        rf"with: python {re.escape(TRAIN)} {re.escape(' '.join(TINY))}", lines(stderr)[-1])
+    assert stop, lines(stderr)[-3:]
+    step = int(stop[1])
+    assert step > previous and (workdir / "checkpoints" / str(step)).is_dir()
+    assert max(json.loads(l)["step"] for l in (workdir / "metrics.jsonl").open()) == step
+    if previous:  # the second run resumed where the first stopped
+      assert f"Resuming the unfinished run in runs/{workdir.name} from step {previous}" in stderr
+    else:  # the start says where it writes and what it reads; one bar with an ETA
+      assert f"Run directory {workdir} (new run); data folder {data_root.resolve()}." in stderr
+      assert re.search(r"train +\d+%\|.*\| \d+/5000 \[.*, epoch \d+/999, ETA \d+:\d\d:\d\d",
+                       stderr.replace("\r", "\n"))
+      assert json.loads((workdir / "config.json").read_text())["data_dir"] == str(
+          data_root.resolve())
+      logged = [json.loads(l) for l in (workdir / "metrics.jsonl").open()]
+      events = tensorboard_scalars(workdir / "tensorboard")
+      assert [s for s, _ in events["train/loss"]] == [r["step"] for r in logged
+                                                      if r["kind"] == "train"]
+      assert [v for _, v in events["train/loss"]] == pytest.approx(
+          [r["loss"] for r in logged if r["kind"] == "train"], rel=1e-6)
+    previous = step
+
+
+def damaged_root(root: Path, tmp_path: Path) -> Path:
+  copy = shutil.copytree(root, tmp_path / "damaged")
+  train = copy / "sst2" / "train.tsv.gz"
+  train.write_bytes(train.read_bytes()[:-12])
+  return copy
+
+
+def train_errors(tmp_path, root):
+  return {
+      "missing config": ([TRAIN, "--config=experiments/configs/nope.py"], {},
+                         r"error: Config file experiments/configs/nope\.py not found; pass a path "
+                         r".* or a shipped config: arc\.py, augment\.py"),
+      "unknown field": ([TRAIN, "--config.batchsize=3"], {},
+                        r"error: config field 'batchsize' does not exist; did you mean "
+                        r"'batch_size'\?"),
+      "huge space": ([TRAIN, "--config.space=[(Del,50),(Sub,50)]"], {},
+                     r"error: config\.space='\[\(Del,50\),\(Sub,50\)\]' has 2,601 budget slots "
+                     r"per position; .* about \d+\.\d GiB .*--config\.allow_large_space=True"),
+      "damaged data": ([TRAIN], {"ARC_DATA_DIR": str(damaged_root(root, tmp_path))},
+                       r"error: Data file \S+/damaged/sst2/train\.tsv\.gz is truncated or corrupt "
+                       r"\(EOFError: .*GLUE SST-2 .*PROVENANCE\.md §1; fetch it again\."),
+      "empty data folder": ([TRAIN], {"ARC_DATA_DIR": str(tmp_path)},
+                            r"error: Data file\(s\) sst2/train\.tsv\.gz, .* not found in the data "
+                            rf"folder {tmp_path}\. .*GLUE"),
+      "no run": ([EVALUATE, "--workdir", "runs/none"], {},
+                 r"error: runs/none does not exist: it is not a run directory"),
+  }
+
+
+@pytest.mark.parametrize("case", ["missing config", "unknown field", "huge space", "damaged data",
+                                  "empty data folder", "no run"])
+def test_user_errors_are_one_line_with_status_2_and_write_nothing(tmp_path, env, data_root,  # noqa: F811
+                                                                  case):
+  work = tmp_path / "work"
+  (work / "experiments" / "configs").mkdir(parents=True)
+  args, changes, message = train_errors(tmp_path, data_root)[case]
+  done = run(args, dict(env, **changes), work)
+  assert done.returncode == 2, done.stderr[-3000:]
+  assert "Traceback" not in done.stderr
+  assert re.match(message, lines(done.stderr)[-1]), lines(done.stderr)[-1]
+  assert not (work / "runs").exists()
+
+
+def test_evaluate_checks_the_checkpoint_before_loading_data(tmp_path, env):
+  (tmp_path / "run").mkdir()
+  (tmp_path / "run" / "config.json").write_text(json.dumps(default_config().to_dict()))
+  done = run([EVALUATE, "--workdir", "run"], dict(env, ARC_DATA_DIR=str(tmp_path / "no_data")),
+             tmp_path)
+  assert done.returncode == 2, done.stderr[-3000:]
+  assert re.fullmatch(rf"error: No best checkpoint in run/best: it has not finished an epoch yet\. "
+                      r"Train it .*", lines(done.stderr)[-1]), lines(done.stderr)[-1]
+  assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.json"]
+
+
+def test_help_lists_every_config_field_with_its_default_and_meaning(tmp_path, env):
+  assert set(FIELD_HELP) == set(default_config().keys())
+  done = run(["-m", "arc_jax.cli.train", "--help", "--config=tree.py"], env, tmp_path)
+  assert done.returncode == 0, done.stderr[-3000:]
+  for field, meaning in FIELD_HELP.items():
+    assert re.search(rf"^  {field}=\S* +{re.escape(meaning)}$", done.stdout, re.M), field
+  assert "  optimizer=adagrad " in done.stdout and "--workdir: " in done.stdout
+
+
+def test_console_scripts_are_the_cli_entry_points(tmp_path, env):
+  scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+  assert set(scripts) == {"arc-train", "arc-evaluate", "arc-report"}
+  for target in scripts.values():
+    module, _, function = target.partition(":")
+    assert callable(getattr(importlib.import_module(module), function))
+  for module in ("arc_jax.cli.evaluate", "arc_jax.cli.report"):
+    done = run(["-m", module, "--help"], env, tmp_path)
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-3000:]
+
+
+def free_port() -> int:
+  import socket
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_two_processes_of_four_devices_train_to_the_summary_of_one_process(tmp_path, env):
+  """``--multihost`` over loopback: 2 processes × 4 CPU devices against 1 process × 8 (normal
+  training of a tiny LSTM; its dev and test certification run on the mesh too)."""
+  tiny = ["--config=normal.py", "--config.hidden=4", "--config.projection=4",
+          "--config.head_hidden=4", "--config.batch_size=8", "--config.eval_batch_size=8",
+          "--config.num_epochs=2"]
+  cpus = dict(env, JAX_PLATFORMS="cpu")
+  single = run([TRAIN, *tiny, "--workdir=one"], dict(
+      cpus, XLA_FLAGS="--xla_force_host_platform_device_count=8"), tmp_path)
+  assert single.returncode == 0, single.stderr[-3000:]
+  address = f"127.0.0.1:{free_port()}"
+  processes = [subprocess.Popen(
+      [sys.executable, TRAIN, *tiny, "--workdir=two", "--multihost", f"--process_id={i}"],
+      env=dict(cpus, XLA_FLAGS="--xla_force_host_platform_device_count=4",
+               JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2"),
+      cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
+  outputs = [p.communicate(timeout=600)[1] for p in processes]
+  assert [p.returncode for p in processes] == [0, 0], [o[-3000:] for o in outputs]
+  assert "JAX process 0 of 2, 8 devices" in outputs[0] and "Run directory" in outputs[0]
+  assert "Run directory" not in outputs[1] and "train " not in outputs[1]  # no logs, no bars
+
+  def summary(workdir):
+    out = json.loads((tmp_path / workdir / "summary.json").read_text())
+    return {k: v for k, v in out.items() if "seconds" not in k} | {
+        "test": {k: v for k, v in out["test"].items() if k != "seconds"}}
+
+  assert summary("two") == summary("one") and summary("one")["devices"] == 8

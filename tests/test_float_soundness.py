@@ -1,0 +1,220 @@
+"""Certificates are proofs in floating point, for every model family and transformation shape.
+
+The oracle is independent of the DP: ``Space.enumerate`` / ``TreeSpace.enumerate`` list every
+member, the model's own concrete forward pass (jitted, in the model's dtype, at a different
+batch shape than the DP) computes its logits, and every logit and logit difference must lie
+inside the certificate: strictly, with no tolerance. Models are random, in float32 and float64,
+with weights ×1, ×3 or ×10 and optionally saturated gates (gate biases ±15); spaces mix the
+standard transformations with random user transformations of every shape s → t (s ∈ 1..4,
+t ∈ 0..3, duplicating or not). Trees use the shapes a tree space accepts (1→0, 1→1, w → w w).
+
+CI runs a few cases per family; ``-m slow`` runs many (``FUZZ_EXAMPLES`` per family, default
+200) and prints how many cases and member strings it checked.
+"""
+
+import itertools
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from arc_jax.certify import certify_jit
+from arc_jax.certify.tree_dp import certify_tree_jit
+from arc_jax.data.trees import Tree
+from arc_jax.nn import LSTMClassifier, predict
+from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
+from arc_jax.perturbation import PlanBuilder, Transformation, custom, parse_space
+from arc_jax.perturbation.spaces import Space
+from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
+
+
+@pytest.fixture(autouse=True, scope="module")
+def x64():
+  """64-bit mode, so that float64 models are float64 (float32 models stay float32)."""
+  with jax.enable_x64(True):
+    yield
+
+
+WORDS = ("a", "the", "of", "good", "bad", "movie", "film", "!", "x", "y")
+VOCAB = {w: i for i, w in enumerate(("<pad>",) + WORDS)}
+FAMILIES = ("lstm", "bilstm", "mean", "tree_after_cell", "tree_before_cell")
+SHAPES = [(s, t) for s in range(1, 5) for t in range(4)]
+TREE_SHAPES = [(1, 0), (1, 1), (1, 2)]
+
+
+def random_transformation(rng, s, t, duplicate):
+  """A user transformation s → t: matches windows starting with one of a few words, rewrites
+  them into a few fixed random strings (or repeats the word, ``duplicate`` with s = 1)."""
+  name = f"U{s}{t}{'d' if duplicate else ''}"
+  starts = frozenset(rng.choice(WORDS, size=4, replace=False).tolist())
+  if duplicate:
+    return Transformation(name, 1, t, match=lambda w: w[0] in starts,
+                          replace=lambda w: [w * t], repeats_token=True)
+  outs = [tuple(rng.choice(WORDS, size=t).tolist()) for _ in range(rng.integers(1, 4))]
+  return custom(name, s, t, match=lambda w: w[0] in starts, replace=lambda w: outs)
+
+
+def random_model(rng, family, dtype, scale, saturate):
+  emb = rng.normal(size=(len(VOCAB), 4))
+  if family.startswith("tree"):
+    model = nnx.eval_shape(lambda: TreeLSTMClassifier(emb, hidden=4, num_classes=3,
+                                                      dropout_rate=0.0, rngs=nnx.Rngs(0),
+                                                      param_dtype=dtype))
+  else:
+    model = nnx.eval_shape(lambda: LSTMClassifier(
+        emb, hidden=4, projection=3, head_hidden=3, num_classes=3,
+        bidirectional=family == "bilstm", pooling="mean" if family == "mean" else "final",
+        dropout_rate=0.0, rngs=nnx.Rngs(0), param_dtype=dtype))
+  graphdef, state = nnx.split(model)
+
+  def draw(path, v):
+    x = rng.normal(size=v.shape) * scale
+    if saturate and "bias" in str(path[-2:]) or (saturate and "b_iou" in str(path)):
+      x = x + rng.choice([-15.0, 15.0], size=v.shape)
+    return jnp.asarray(x, dtype)
+
+  return nnx.merge(graphdef, jax.tree_util.tree_map_with_path(draw, state))
+
+
+def random_space(rng, shape, tree):
+  """[standard kinds..., one user transformation of ``shape``] with random budgets."""
+  s, t = shape
+  duplicate = s == 1 and t >= 1 and bool(rng.integers(2)) and not (tree and t == 1)
+  if tree and t == 2:
+    duplicate = True
+  synonyms = {w: rng.choice(WORDS, size=2).tolist() for w in rng.choice(WORDS, size=4)}
+  user = random_transformation(rng, s, t, duplicate)
+  standard = {(1, 0): "Del", (1, 1): "Sub", (1, 2): "Ins"}
+  kinds = [k for k in ("Del", "Ins", "Sub") if not (tree and k == standard.get(shape))]
+  kinds = list(rng.choice(kinds, size=int(rng.integers(0, 3)), replace=False))
+  spec = "[" + ",".join(f"({k},{int(rng.integers(1, 3))})" for k in kinds) + "]"
+  base = parse_space(spec, synonyms=synonyms, stopwords=("a", "the", "of"))
+  space = Space(base.transformations + (user,), base.budgets + (int(rng.integers(1, 3)),))
+  return space.restricted_to(VOCAB)
+
+
+def random_sentence(rng):
+  return tuple(rng.choice(WORDS, size=int(rng.integers(1, 6))).tolist())
+
+
+def random_tree(rng):
+  def build(ws):
+    if len(ws) == 1:
+      return ws[0]
+    k = int(rng.integers(1, len(ws)))
+    return (build(ws[:k]), build(ws[k:]))
+
+  tree = from_nested(build(list(rng.choice(WORDS, size=int(rng.integers(1, 5))))))
+  labels = tuple(int(v) for v in rng.integers(0, 3, size=tree.num_nodes))
+  return Tree(tree.tokens, tree.left, tree.right, labels)
+
+
+def check_sequence(model, space, sentences, labels):
+  """Returns the number of members checked; asserts strict containment."""
+  plan = PlanBuilder(space, VOCAB, min_replacement_slots=4).build(sentences, batch_size=4)
+  graphdef, state = nnx.split(model)
+  cert = certify_jit(graphdef, space.signature, state, plan, jnp.asarray(labels, jnp.int32))
+  empty = PlanBuilder(parse_space("[]"), VOCAB, length_buckets=(16,))
+  members = 0
+  for b, sentence in enumerate(sentences):
+    strings = list(space.enumerate(sentence))
+    members += len(strings)
+    logits = []
+    for start in range(0, len(strings), 64):
+      part = empty.build(strings[start:start + 64], batch_size=64)
+      logits.append(np.asarray(predict(graphdef, state, part.token_ids, part.lengths))
+                    [:len(strings[start:start + 64])])
+    logits = np.concatenate(logits)
+    assert_contained(cert.logits.lo[b], cert.logits.hi[b], cert.margins[b], logits, labels[b],
+                     f"{sentence} under {space}")
+  return members
+
+
+def check_tree(model, space, trees, join):
+  batch = TreeBatchBuilder(VOCAB, space, min_substitutes=4, width=8).build(
+      trees, 2, max_nodes=16, num_steps=8)
+  graphdef, state = nnx.split(model)
+  cert = certify_tree_jit(graphdef, space.signature, state, batch, batch.labels, join=join)
+  plain = TreeBatchBuilder(VOCAB, width=32)
+  members = 0
+  for b, tree in enumerate(trees):
+    nesteds = list(space.enumerate(tree))
+    members += len(nesteds)
+    logits = []
+    for start in range(0, len(nesteds), 64):
+      chunk = [from_nested(n) for n in nesteds[start:start + 64]]
+      part = plain.build(chunk, 64, max_nodes=32, num_steps=32)
+      out = np.asarray(predict_tree(graphdef, state, part))
+      logits.append(out[np.arange(len(chunk)), part.num_nodes[:len(chunk)] - 1])
+    logits = np.concatenate(logits)
+    root = tree.num_nodes - 1
+    assert_contained(cert.logits.lo[b, root], cert.logits.hi[b, root], cert.margins[b, root],
+                     logits, tree.labels[root], f"{tree} under {space}")
+  return members
+
+
+def assert_contained(lo, hi, margins, logits, label, what):
+  lo, hi, margins = np.asarray(lo), np.asarray(hi), np.asarray(margins)
+  assert np.all(lo <= logits) and np.all(logits <= hi), (
+      f"logits escape for {what}: {max(np.max(lo - logits), np.max(logits - hi))}")
+  diffs = logits[:, label:label + 1] - logits
+  assert np.all(margins <= diffs), f"margin escape for {what}: {np.max(margins - diffs)}"
+
+
+def run_case(seed, family, dtype, shape):
+  """One random case; returns the number of members checked."""
+  rng = np.random.default_rng(seed)
+  scale = float(rng.choice([1.0, 3.0, 10.0]))
+  model = random_model(rng, family, dtype, scale, saturate=bool(rng.integers(2)))
+  if family.startswith("tree"):
+    space = tree_space(random_space(rng, shape, tree=True))
+    trees = [random_tree(rng) for _ in range(2)]
+    if max(space.count(t) for t in trees) > 3000:
+      return 0
+    return check_tree(model, space, trees, family.removeprefix("tree_"))
+  space = random_space(rng, shape, tree=False)
+  sentences = [random_sentence(rng) for _ in range(4)]
+  if max(space.count(s) for s in sentences) > 3000:
+    return 0
+  return check_sequence(model, space, sentences, rng.integers(0, 3, size=4).tolist())
+
+
+def cases(family, count, first_seed=0):
+  shapes = TREE_SHAPES if family.startswith("tree") else SHAPES
+  return [(first_seed + i, shapes[i % len(shapes)], (np.float32, np.float64)[i // len(shapes) % 2])
+          for i in range(count)]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_float_soundness_small(family):
+  """A few cases per family (CI): float32 and float64, several transformation shapes."""
+  shapes = TREE_SHAPES[1:] if family.startswith("tree") else [(1, 2), (4, 3)]
+  for i, (shape, dtype) in enumerate(zip(shapes, itertools.cycle((np.float32, np.float64)))):
+    run_case(1000 * i + 7, family, dtype, shape)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_float_soundness_fuzz(family):
+  count = int(os.environ.get("FUZZ_EXAMPLES", "200"))
+  members = 0
+  for seed, shape, dtype in cases(family, count):
+    members += run_case(seed, family, dtype, shape)
+  print(f"\nfuzz {family}: {count} cases, {members} member strings, 0 escapes")
+
+
+def test_escape_2_float32_weights_x10_regression():
+  """Issue 12's second escape: float32 LSTMs with weights ×10. On main (931a241), without
+  directed rounding, each of these seeds lets a member's logit or logit difference escape (by up
+  to 3e-5); with outward rounding none does."""
+  synonyms = {"good": ["bad", "film"], "movie": ["film", "x"], "bad": ["good"], "y": ["x", "!"]}
+  space = parse_space("[(Sub,2),(Del,1),(Ins,1)]", synonyms=synonyms,
+                      stopwords=("a", "the", "of")).restricted_to(VOCAB)
+  for seed in (0, 1, 2):
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, "lstm", np.float32, 10.0, saturate=False)
+    sentences = [random_sentence(rng) for _ in range(4)]
+    check_sequence(model, space, sentences, rng.integers(0, 3, size=4).tolist())
