@@ -94,8 +94,9 @@ def _restore(run: RunDirectory, experiment, which: str):
 
 def load_run(workdir, checkpoint: str = "best"):
   """``(model, vocab, space)`` of a trained run, in one call: the model with the parameters of
-  its ``"best"`` (selected epoch) or ``"latest"`` Orbax checkpoint, the vocabulary (word → id)
-  and the run's perturbation space restricted to it (a tree space for Tree-LSTMs).
+  its ``"best"`` (selected epoch) or ``"latest"`` Orbax checkpoint (a folder of ``results/``
+  gives its kept best model, :mod:`arc_jax.train.export`), the vocabulary (word → id) and the
+  run's perturbation space restricted to it (a tree space for Tree-LSTMs).
 
   Rebuilds the run's data and model from its ``config.json`` (the data files must be where
   training found them, see :mod:`arc_jax.data.paths`), then restores the checkpoint into them.

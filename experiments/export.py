@@ -19,6 +19,7 @@ from arc_jax.train import use_compilation_cache
 from arc_jax.train.export import MODEL_DIR, ExportError, export_run
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
+MAX_KEPT_BYTES = 4 * 2**20
 
 
 def main(argv=None) -> int:
@@ -49,6 +50,10 @@ def main(argv=None) -> int:
     print(f"error: {error}", file=sys.stderr)
     return 2
   size = sum(f.stat().st_size for f in (dest / MODEL_DIR).iterdir())
+  if size > MAX_KEPT_BYTES:
+    print(f"warning: the kept model takes {size / 2**20:.1f} MiB, more than the "
+          f"{MAX_KEPT_BYTES / 2**20:.0f} MiB a run in results/ may take (trained word vectors? "
+          "see experiments/README.md, Keeping a run).", file=sys.stderr)
   print(json.dumps({"to": str(dest), "model_bytes": size, "exact": record["exact"],
                     "sparse": record["sparse"]}))
   return 0

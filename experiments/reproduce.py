@@ -292,16 +292,21 @@ def find_result(evaluation: Evaluation) -> dict | None:
   return None
 
 
-def _active_workdirs() -> set[str]:
-  """The ``--workdir`` of every train.py / evaluate.py process on this machine."""
+def _active_workdirs(runs_dir: Path) -> set[str]:
+  """Names of the runs (in ``runs_dir`` or ``results/``) that a train.py or evaluate.py process
+  on this machine works on now; other processes' work directories elsewhere do not count."""
+  ours = {runs_dir.resolve(), RESULTS.resolve()}
   active = set()
-  for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+  for proc in Path("/proc").glob("[0-9]*"):
     try:
-      args = cmdline.read_bytes().decode(errors="replace").split("\0")
-    except OSError:
+      args = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+      if not any(a.endswith(("train.py", "evaluate.py")) for a in args) or "--workdir" not in args:
+        continue
+      workdir = (Path(os.readlink(proc / "cwd")) / args[args.index("--workdir") + 1]).resolve()
+    except (OSError, IndexError):
       continue
-    if any(a.endswith(("train.py", "evaluate.py")) for a in args) and "--workdir" in args:
-      active.add(Path(args[args.index("--workdir") + 1]).name)
+    if workdir.parent in ours:
+      active.add(workdir.name)
   return active
 
 
@@ -365,7 +370,7 @@ def select(all_cells: list[Cell], pattern: str | None) -> list[Cell]:
 
 
 def list_cells(selected: list[Cell], runs_dir: Path) -> str:
-  active, capability = _active_workdirs(), _capability_checker()
+  active, capability = _active_workdirs(runs_dir), _capability_checker()
   lines, counts = [], {}
   for cell in selected:
     state = cell_state(cell, runs_dir, active, capability)
@@ -482,7 +487,7 @@ def _short(state: State) -> str:
 
 def tables(selected: list[Cell], runs_dir: Path) -> str:
   """Markdown: one table per paper table, ours beside the paper's, gaps over 3 points named."""
-  active, capability = _active_workdirs(), _capability_checker()
+  active, capability = _active_workdirs(runs_dir), _capability_checker()
   parts = []
   for table in dict.fromkeys(c.table for c in selected):
     lines = [f"### {table}", "", "| row | space | run | Acc | HF | CF | EX | paper Acc / HF / CF "
@@ -506,6 +511,8 @@ def figures(all_cells: list[Cell]) -> list[Path]:
   """The δ figure, the ARC-A3T δ figures and every kept run's learning curves, from the JSON."""
   import plots  # noqa: PLC0415  (matplotlib only for the figures)
 
+  for stale in [*FIGURES.glob("*.png"), *FIGURES.glob("curves/*.png")]:
+    stale.unlink()  # every figure is redrawn from the JSON; none may outlive its data
   written = []
   delta_points, sizes = {}, {}
   for cell in (c for c in all_cells if c.table == "δ figure"):
@@ -528,8 +535,8 @@ def figures(all_cells: list[Cell]) -> list[Path]:
       values = measured(cell)
       if match and values:
         series.setdefault(cell.row, {})[int(match.group(1))] = values
-    for metric in ("ex", "cf"):
-      if any(metric in v for points in series.values() for v in points.values()):
+    for metric in ("ex", "cf"):  # a line needs two δs
+      if any(sum(metric in v for v in points.values()) > 1 for points in series.values()):
         written.append(plots.robustness_vs_delta(
             series, (metric,), FIGURES / f"arc_a3t_{first.lower()}_{metric}.png",
             f"ARC-A3T: {metric.upper()} Acc on [({first},δ),(Sub,δ)]"))

@@ -86,3 +86,22 @@ def test_only_selects_by_cell_id_or_run_name():
   assert all(c.table == "Table 5" for c in reproduce.select(cells, "table_5"))
   with pytest.raises(SystemExit):
     reproduce.main(["--only", "no_such_cell", "--list"])
+
+
+def test_figures_are_drawn_from_the_json(tmp_path):
+  plots = load_script("plots")
+  metrics = tmp_path / "metrics.jsonl"
+  metrics.write_text("\n".join(json.dumps(r) for r in [
+      {"kind": "train", "epoch": 0, "step": 100, "loss": 0.6},
+      {"kind": "epoch", "epoch": 0, "step": 200, "lambda": 0.0, "eps": 0.0, "dev_acc": 0.8,
+       "dev_cf_acc": 0.1, "best_epoch": 0},
+      {"kind": "train", "epoch": 1, "step": 300, "loss": 0.4},
+      {"kind": "epoch", "epoch": 1, "step": 400, "lambda": 0.5, "eps": 1.0, "dev_acc": 0.82,
+       "dev_cf_acc": 0.5, "best_epoch": 1}]) + "\n")
+  assert plots.main([str(tmp_path)]) == 0
+  assert (tmp_path / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+  out = plots.robustness_vs_delta({"ARC": {1: {"cf": 70.0, "ex": 75.0}, 2: {"cf": 60.0}}},
+                                  ("cf", "ex"), tmp_path / "delta.png", "δ",
+                                  sizes={1: 10.0, 2: 1e4})
+  assert out.read_bytes()[:4] == b"\x89PNG"
+  assert plots.main([str(tmp_path / "missing")]) == 2

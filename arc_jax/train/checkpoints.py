@@ -30,6 +30,7 @@ import tensorboardX
 from jax.experimental import multihost_utils
 
 from arc_jax.train.config import RUN_CONTROL_FIELDS, with_defaults
+from arc_jax.train.export import has_exported_model
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,10 @@ class RunDirectory:
 
   def require_checkpoint(self, which: str) -> None:
     """Raises :class:`RunNotFoundError` unless the run has a ``"best"`` or ``"latest"``
-    checkpoint (a step folder of ``best/`` or ``checkpoints/``); reads no checkpoint."""
+    checkpoint (a step folder of ``best/`` or ``checkpoints/``, or for ``"best"`` a kept model,
+    :mod:`arc_jax.train.export`); reads no checkpoint."""
+    if which == "best" and has_exported_model(self.path):
+      return
     folder = self.path / ("best" if which == "best" else "checkpoints")
     if not (folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())):
       hint = ("it has not finished an epoch yet" if which == "best"
