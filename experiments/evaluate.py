@@ -1,5 +1,5 @@
 """Evaluates a trained run: ``python experiments/evaluate.py --workdir RUN [--space SPEC]
-[--split test] [--metrics acc,cf,ex,hf] [--beam 5] [--no-shortcut] [--checkpoint best|latest]
+[--split test] [--metrics acc,cf,ex,hf,exact] [--beam 5] [--no-shortcut] [--checkpoint best|latest]
 [--output FILE]``.
 
 Writes the results JSON to RUN/eval/<split>_<space>[_<metrics>][_audit].json (metrics named when
@@ -41,6 +41,8 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--exhaustive-batch-size", type=int, default=256)
   parser.add_argument("--beam", type=int, default=5,
                       help="HotFlip beam width of hf: candidates per example (default 5)")
+  parser.add_argument("--exact-max-nodes", type=int, default=4096,
+                      help="exact: sub-spaces certified per example before it is unknown")
   parser.add_argument("--output", help="also write the results JSON here")
   parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
   return parser.parse_args(argv)
@@ -58,7 +60,8 @@ def main(argv=None) -> int:
         metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,
         checkpoint=args.checkpoint, synonyms=args.synonyms,
         max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
-        beam=args.beam, progress=not args.no_progress), 0
+        beam=args.beam, progress=not args.no_progress,
+        exact_max_nodes=args.exact_max_nodes), 0
   except EvaluationError as error:
     print(error, file=sys.stderr)
     results, status = error.results, 1
