@@ -106,7 +106,8 @@ def test_dp_bounds_every_member_of_a_subspace(tokens, spec, picks, seed, bidirec
     assert np.all(logits <= np.asarray(cert.logits.hi[b]) + 1e-9)
 
 
-def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, blocks=1):
+def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, blocks=1,
+                                    **stages):
   space = space_of(spec)
   rng = np.random.default_rng(seed)
   sents = [tuple(rng.choice(SMALL_WORDS, size=rng.integers(1, 8))) for _ in range(8)]
@@ -114,10 +115,10 @@ def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, bloc
   labels = concrete_logits(model, sents).argmax(-1)
   labels[0] = 1 - labels[0]  # one wrong clean prediction
   graphdef, state = nnx.split(model)
-  # No attacks and almost no enumeration: the search itself must find every answer.
+  # By default no attacks and almost no enumeration: the search itself must find every answer.
+  stages = {"enumerate_below": 1, "beam": 0, "samples": 0, **stages}
   result = verify(graphdef, state, space, sents, labels, VOCAB, window_rule=window_rule,
-                  blocks=blocks, enumerate_below=1, rows=4, beam=0, samples=0,
-                  min_replacement_slots=4, seed=seed)
+                  blocks=blocks, rows=4, min_replacement_slots=4, seed=seed, **stages)
   ex = exhaustive_robustness(functools.partial(predict, graphdef, state), space, sents, labels,
                              VOCAB, shortcut=False, batch_size=64)
   assert result.summary()["unknowns"] == 0
@@ -133,6 +134,13 @@ def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, bloc
 def test_verify_equals_enumeration(window_rule):
   result = check_verify_equals_enumeration(1, SPECS[0], window_rule, False)
   assert result.summary()["by_stage"].get("robust/search", 0) > 0  # the search proved some
+
+
+def test_verify_with_every_stage_equals_enumeration():
+  result = check_verify_equals_enumeration(2, SPECS[1], "balanced", True, enumerate_below=16,
+                                           beam=2, samples=4)
+  stages = result.summary()["by_stage"]
+  assert stages.get("robust/enumerated", 0) + stages.get("not robust/enumerated", 0) > 0
 
 
 @pytest.mark.slow

@@ -14,9 +14,11 @@ Pipeline (cheap answers first, each stage only sees the examples still open):
 
 1. x itself (a wrong clean prediction is a counterexample);
 2. the DP on S(x) (CF: certified examples are proved);
-3. the HotFlip beam (:func:`arc_jax.attacks.hotflip_candidates`) and ``samples`` uniform members
+3. S(x) with at most ``enumerate_below`` choices: every member classified, packed across
+   examples (EX);
+4. the HotFlip beam (:func:`arc_jax.attacks.hotflip_candidates`) and ``samples`` uniform members
    (:func:`arc_jax.verify.subspaces.sample`) of S(x), classified concretely;
-4. branch and bound per example: a stack of open sub-spaces; nodes with at most
+5. branch and bound per example: a stack of open sub-spaces; nodes with at most
    ``enumerate_below`` choices are enumerated, the others are certified ``rows`` at a time by one
    jitted DP call (the sub-spaces are rows of one plan, :func:`~arc_jax.verify.subspaces.lower`);
    each uncertified node is attacked with one random member and then split at a window chosen
@@ -64,7 +66,8 @@ class Verdict:
 
   Attributes:
     status: ``"robust"``, ``"not robust"`` or ``"unknown"``.
-    stage: what settled it: ``"clean"``, ``"certified"``, ``"attack"`` or ``"search"``.
+    stage: what settled it: ``"clean"``, ``"certified"``, ``"enumerated"``, ``"attack"`` or
+      ``"search"``.
     counterexample: the misclassified member (``not robust``), else None.
     proof: the closed leaves (``robust``): per leaf its path (:meth:`SubSpace.describe`), how
       it was closed (``"certified"``, ``"enumerated"``, ``"empty"``) and its number of choices.
@@ -228,7 +231,8 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
     window_rule: one of :data:`WINDOW_RULES`.
     blocks: ``apply`` children per split (the replacements of the window partitioned in that
       many blocks; 1: one child "T_k applied with any of its replacements").
-    enumerate_below: sub-spaces with at most this many choices are enumerated, not certified.
+    enumerate_below: spaces and sub-spaces with at most this many choices are enumerated, not
+      certified.
     max_nodes: per example, the most sub-spaces certified in the search before ``unknown``.
     rows: sub-spaces per DP call (one compiled shape per length bucket).
     predict_rows: strings per concrete prediction call.
@@ -276,25 +280,32 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
       if good:
         settle(i, ROBUST, "certified", proof=[{**sub.full(space, sentences[i]).describe(space),
                                                "closed": "certified", "choices": choices[i]}])
-  open_ = [i for i in range(n) if verdicts[i] is None]
-  if open_ and (beam or samples):
-    owner, strings = [], []
-    if beam:
-      found = hotflip_candidates(model.model_graphdef, model.model_state, space,
-                                 [sentences[i] for i in open_], labels[open_], vocab, beam=beam)
-      for i, candidates in zip(open_, found):
-        owner += [i] * len(candidates)
-        strings += candidates
-    for i in open_:
-      root = sub.full(space, sentences[i])
-      drawn = [sub.sample(space, sentences[i], root, rng) for _ in range(samples)]
-      owner += [i] * len(drawn)
-      strings += drawn
-    wrong = model.classify(strings) != labels[owner]
-    for i, s, bad in zip(owner, strings, wrong):
+  def refute(pairs: list[tuple[int, Tokens]], stage: str) -> None:
+    """Classifies (example, member) pairs together; settles each first misclassification."""
+    wrong = model.classify([s for _, s in pairs]) != labels[[i for i, _ in pairs]]
+    for (i, s), bad in zip(pairs, wrong):
       classified[i] += 1
       if bad and verdicts[i] is None:
-        settle(i, NOT_ROBUST, "attack", s)
+        settle(i, NOT_ROBUST, stage, s)
+
+  # Small spaces are enumerated whole, their members packed across examples as EX does.
+  small = [i for i in range(n) if verdicts[i] is None and choices[i] <= enumerate_below]
+  roots = {i: sub.full(space, sentences[i]) for i in range(n)}
+  refute([(i, s) for i in small for s in sub.members(space, sentences[i], roots[i])],
+         "enumerated")
+  for i in small:
+    if verdicts[i] is None:
+      settle(i, ROBUST, "enumerated",
+             proof=[{**roots[i].describe(space), "closed": "enumerated", "choices": choices[i]}])
+  open_ = [i for i in range(n) if verdicts[i] is None]
+  pairs = []
+  if open_ and beam:
+    found = hotflip_candidates(model.model_graphdef, model.model_state, space,
+                               [sentences[i] for i in open_], labels[open_], vocab, beam=beam)
+    pairs += [(i, c) for i, candidates in zip(open_, found) for c in candidates]
+  pairs += [(i, sub.sample(space, sentences[i], roots[i], rng)) for i in open_
+            for _ in range(samples)]
+  refute(pairs, "attack")
   for i in [i for i in range(n) if verdicts[i] is None]:
     status, counterexample, proof, nodes, members = _search(
         model, sentences[i], int(labels[i]), rng, window_rule=window_rule, blocks=blocks,
