@@ -23,7 +23,7 @@ from arc_jax.nn import predict
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.verify import WINDOW_RULES, verify
 from arc_jax.verify import subspaces as sub
-from test_certify import SWAP, VOCAB, WORDS, certify_batch, concrete_logits, make_model
+from test_certify import SWAP, VOCAB, certify_batch, concrete_logits, make_model
 
 
 @pytest.fixture(autouse=True, scope="module")
