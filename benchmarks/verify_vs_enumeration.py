@@ -20,6 +20,7 @@ import json
 import time
 
 import numpy as np
+from flax import nnx
 
 from arc_jax.attacks import exhaustive_robustness
 from arc_jax.certify import certify
@@ -28,7 +29,6 @@ from arc_jax.nn import predict
 from arc_jax.train.checkpoints import RunDirectory
 from arc_jax.train.experiment import build_experiment
 from arc_jax.verify import NOT_ROBUST, ROBUST, UNKNOWN, WINDOW_RULES, verify
-from flax import nnx
 
 
 def main() -> None:
