@@ -1,7 +1,7 @@
 """Exact robustness of a trained run: the complete verifier against enumeration, one JSON line.
 
     python benchmarks/verify_vs_enumeration.py --workdir RUN [--space SPEC] [--limit 200]
-        [--window-rule balanced] [--blocks 1] [--enumerate-below 64] [--max-nodes 4096]
+        [--window-rule last] [--blocks 1] [--enumerate-below 64] [--max-nodes 4096]
         [--no-ex]
 
 On the first ``limit`` test sentences of the run's checkpoint, times :func:`arc_jax.verify.verify`
@@ -36,7 +36,7 @@ def main() -> None:
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--space", help="default: the run's space")
   parser.add_argument("--limit", type=int, default=200)
-  parser.add_argument("--window-rule", choices=WINDOW_RULES, default="balanced")
+  parser.add_argument("--window-rule", choices=WINDOW_RULES, default="last")
   parser.add_argument("--blocks", type=int, default=1)
   parser.add_argument("--enumerate-below", type=int, default=64)
   parser.add_argument("--max-nodes", type=int, default=4096)
