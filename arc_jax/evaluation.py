@@ -7,6 +7,10 @@
   too and reports every certified example with a misclassified member (an audit failure).
 * ``hf``: HotFlip: x and the ``beam`` strings of a HotFlip beam search in S(x) are all
   classified y (``arc_jax.attacks.hotflip_robustness``, REFERENCE.md §8).
+* ``exact`` (LSTM and Bi-LSTM, only when asked for): the complete verifier
+  (``arc_jax.verify``): proved robust by a tree of certified sub-spaces; the results count the
+  proofs, counterexamples and unknowns (budget ``exact_max_nodes`` per example). Where ``ex`` is
+  computed too, every decided example must agree with it.
 
 Per example, certified ⇒ EX-robust ⇒ HF-robust ⇒ correct (the HotFlip strings are members of
 S(x)), so CF ≤ EX ≤ HF ≤ Acc; every evaluation checks this for the metrics it computes.
@@ -53,13 +57,18 @@ from arc_jax.train.progress import eval_bar
 from arc_jax.train.steps import (RowsFn, config_optimizer, evaluate_split, init_state,
                                  make_eval_step, zero_totals)
 from arc_jax.train.tasks import TASKS
+from arc_jax.verify import NOT_ROBUST, UNKNOWN, verify
 
 logger = logging.getLogger(__name__)
 
-METRICS = ("acc", "cf", "ex", "hf")
+METRICS = ("acc", "cf", "ex", "hf", "exact")
 
-ROBUSTNESS_ORDER = ("cf", "ex", "hf", "acc")
-"""Per example, each metric implies the next: certified ⇒ EX-robust ⇒ HF-robust ⇒ correct."""
+ROBUSTNESS_ORDER = ("cf", "exact", "ex", "hf", "acc")
+"""Per example, each metric implies the next: certified ⇒ proved ⇒ EX-robust ⇒ HF-robust ⇒
+correct."""
+
+OPTIONAL_METRICS = {"lstm": ("exact",)}
+"""Metrics a model supports beyond its task's defaults, computed only when named."""
 
 
 class EvaluationError(RuntimeError):
@@ -131,7 +140,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                  checkpoint: str = "best", synonyms: str | None = None,
                  max_candidates: int | None = None, exhaustive_batch_size: int = 256,
                  beam: int = 5, first: int | None = None, progress: bool = True,
-                 mesh: Mesh | None = None) -> dict[str, Any]:
+                 mesh: Mesh | None = None, exact_max_nodes: int = 4096) -> dict[str, Any]:
   """Evaluates a run's checkpoint; returns the JSON-ready results.
 
   Args:
@@ -153,6 +162,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       ``num_*`` limit); recorded in the results (``"first"``) and in their file name.
     progress: progress bars (one per metric).
     mesh: the data mesh; default all devices.
+    exact_max_nodes: sub-spaces the ``exact`` search may certify per example before it
+      reports the example unknown.
 
   Raises:
     EvaluationError: CF ≤ EX ≤ HF ≤ Acc fails (per example, over the metrics computed), or
@@ -195,10 +206,12 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   logger.info("Evaluating the %s checkpoint of %s; data folder %s.", checkpoint,
               run.path.absolute(), config.data_dir)
   metrics = TASKS[config.model].metrics if metrics is None else metrics
-  unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics))
+  unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics)
+                       - set(OPTIONAL_METRICS.get(config.model, ())))
   if unavailable:
-    raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models; "
-                      f"choose from {TASKS[config.model].metrics}.")
+    raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models "
+                      "(the verifier, exact, is implemented for token sequences only); choose "
+                      f"from {TASKS[config.model].metrics}.")
   experiment = build_experiment(config, mesh)
   task, mesh = experiment.task, experiment.mesh
   parallel.check_batch_size(exhaustive_batch_size, mesh, "exhaustive_batch_size")
@@ -244,6 +257,16 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     out["hf"] = _metric(hf.robust, time.perf_counter() - tic, beam=beam,
                         counterexamples_found=sum(c is not None for c in hf.counterexamples),
                         candidates_evaluated=hf.summary()["candidates_evaluated"])
+  if "exact" in metrics:
+    verdicts = verify(experiment.graphdef, (params, experiment.rest), experiment.space,
+                      data.tokens, data.labels, experiment.data.vocab,
+                      max_nodes=exact_max_nodes,
+                      min_replacement_slots=experiment.builder.min_replacement_slots)
+    flags["exact"], flags["exact_refuted"] = verdicts.robust, verdicts.flags(NOT_ROBUST)
+    summary = verdicts.summary()
+    out["exact"] = _metric(verdicts.robust, summary.pop("seconds"), **summary,
+                           max_nodes=exact_max_nodes,
+                           unknown_indices=np.flatnonzero(verdicts.flags(UNKNOWN)).tolist())
   _check(results, flags)
   return results
 
@@ -264,6 +287,11 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
   """
   present = [name for name in ROBUSTNESS_ORDER if name in flags]
   problems = []
+  if "ex" in flags and "exact_refuted" in flags:  # a counterexample of exact is one of EX's
+    broken = np.flatnonzero(flags["exact_refuted"] & flags["ex"])
+    if len(broken):
+      problems.append(f"{len(broken)} example(s) refuted by exact are EX-robust (first indices "
+                      f"{broken[:5].tolist()})")
   for stronger, weaker in zip(present, present[1:]):
     broken = np.flatnonzero(flags[stronger] & ~flags[weaker])
     if len(broken):

@@ -79,6 +79,12 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path):
   partial = json.loads((run / "eval" / "test_Del2Sub2_hf.json").read_text())
   assert partial["metrics"]["hf"]["count"] == metrics["hf"]["count"]
   assert json.loads((run / "eval" / "test_Del2Sub2.json").read_text()) == results
+  # The complete verifier agrees with enumeration (evaluate checks it per example).
+  assert evaluate.main(["--workdir", str(run), "--metrics", "ex,exact", "--no-progress"]) == 0
+  exact = json.loads((run / "eval" / "test_Del2Sub2_cf_ex_exact.json").read_text())["metrics"]
+  assert exact["exact"]["unknowns"] == 0
+  assert exact["exact"]["count"] == exact["exact"]["proofs"] == metrics["ex"]["count"]
+  assert exact["exact"]["proofs"] + exact["exact"]["counterexamples"] == 64
 
 
 def flags(**per_example):
@@ -102,10 +108,17 @@ def test_check_catches_a_violated_order_per_example():
   with pytest.raises(EvaluationError, match="pass cf but fail hf"):
     _check(results, flags(cf=[1, 0], hf=[0, 1], acc=[1, 1]))
   _check(results, flags(hf=[0, 1], acc=[1, 1]))
+  # exact sits between cf and ex, and its counterexamples must not be EX-robust.
+  _check(results, flags(**ordered, exact=[1, 1, 0, 0], exact_refuted=[0, 0, 1, 0]))
+  with pytest.raises(EvaluationError, match="pass exact but fail ex"):
+    _check(results, flags(**ordered, exact=[1, 1, 1, 0]))
+  with pytest.raises(EvaluationError, match=r"1 example\(s\) refuted by exact are EX-robust"):
+    _check(results, flags(**ordered, exact=[1, 0, 0, 0], exact_refuted=[0, 1, 0, 0]))
 
 
 def test_unknown_metrics_and_bad_beam_name_the_fix(tmp_path):
-  with pytest.raises(ConfigError, match=r"\['hotflip'\]; choose from \('acc', 'cf', 'ex', 'hf'\)"):
+  with pytest.raises(ConfigError,
+                     match=r"\['hotflip'\]; choose from \('acc', 'cf', 'ex', 'hf', 'exact'\)"):
     evaluate_run(tmp_path, metrics=["acc", "hotflip"])
   with pytest.raises(ConfigError, match=r"beam=0: .* pass beam >= 1 \(--beam"):
     evaluate_run(tmp_path, metrics=["hf"], beam=0)

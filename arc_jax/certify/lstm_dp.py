@@ -92,7 +92,7 @@ def _pad_front(x: jax.Array, axis: int) -> jax.Array:
 
 def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
                    repl_gates: list[iv.Interval | None], matches: list[jax.Array],
-                   lengths: jax.Array, track_sums: bool):
+                   lengths: jax.Array, track_sums: bool, keeps: jax.Array | None = None):
   """Runs the DP over all positions for one direction.
 
   Args:
@@ -105,6 +105,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
     lengths: (B,).
     track_sums: also carry, per slot, the box of the sum of h over the emitted positions
       (for mean pooling).
+    keeps: optional bool (B, N): where False, the branch "keep x_j" is invalid (Plan.keep).
 
   Returns:
     (state, valid, sums): the final H[n, ·] as an Interval pair (h, c) of shape
@@ -121,21 +122,23 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   carry0 = ((box0, box0), valid0, box0 if track_sums else None)
 
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
+  keeps = jnp.ones((batch, n_pad), bool) if keeps is None else keeps
   xs = (jax.tree.map(time_major, point_gates),
         time_major(jnp.arange(n_pad)[None, :] < lengths[:, None]),
-        [time_major(m) for m in matches],
+        time_major(keeps), [time_major(m) for m in matches],
         [None if g is None else jax.tree.map(time_major, g) for g in repl_gates])
 
   def body(carry, x):
     (hs, cs), valid, sums = carry
-    gates, real, match_j, repl_j = x
+    gates, real, keep_j, match_j, repl_j = x
     # Branch "keep x_j", then one branch per transformation: the source grid (for T_k the slots
     # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity, running
     # sums, the input-gate boxes of the steps to feed, and the grid axis of k.
     # W_hh h + b_hh of every H[j-1, c], once: the keep step reads all of them and the first step
     # of every window-1 replacement (Sub) reads the slots c − e_k among them.
     shared = cell.recurrent(hs[0])
-    keep = ((hs[0], cs[0]), valid[0], sums[0] if track_sums else None, [gates], None, shared)
+    keep = ((hs[0], cs[0]), valid[0] & _grid_broadcast(keep_j, rank),
+            sums[0] if track_sums else None, [gates], None, shared)
     branches, repeats = [keep], []
     for k, (s, t) in enumerate(zip(sig.s, sig.t)):
       if sig.budgets[k] == 0:
@@ -263,7 +266,8 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
     z = model.projection(iv.point(model.embed(p.token_ids)))
     (h, _), valid, sums = memoizing_scan(
         cell, sig, cell.input_gates(z), replacement_gates(model, cell, p, sig, eps),
-        [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean")
+        [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean",
+        keeps=p.keep)
     if model.pooling == "mean":
       h = iv.divide(sums, _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
     boxes.append(_join_slots(h, valid))

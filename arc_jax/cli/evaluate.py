@@ -1,5 +1,5 @@
 """Evaluates a trained run: ``arc-evaluate`` or ``python experiments/evaluate.py`` --workdir RUN
-[--space SPEC] [--split test] [--metrics acc,cf,ex,hf] [--beam 5] [--first N] [--no-shortcut]
+[--space SPEC] [--split test] [--metrics acc,cf,ex,hf,exact] [--beam 5] [--first N] [--no-shortcut]
 [--checkpoint best|latest] [--output FILE] [--multihost ...].
 
 Writes the results JSON to RUN/eval/<split>[_first<N>]_<space>[_<metrics>][_audit].json (metrics
@@ -42,6 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--exhaustive-batch-size", type=int, default=256)
   parser.add_argument("--beam", type=int, default=5,
                       help="HotFlip beam width of hf: candidates per example (default 5)")
+  parser.add_argument("--exact-max-nodes", type=int, default=4096,
+                      help="exact: sub-spaces certified per example before it is unknown")
   parser.add_argument("--first", type=int, metavar="N",
                       help="evaluate the first N examples of the split only (recorded in the "
                       "results and their file name)")
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
           metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,
           checkpoint=args.checkpoint, synonyms=args.synonyms,
           max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
-          beam=args.beam, first=args.first,
+          beam=args.beam, first=args.first, exact_max_nodes=args.exact_max_nodes,
           progress=not args.no_progress and jax.process_index() == 0), 0
   except EvaluationError as error:
     print(error, file=sys.stderr)

@@ -68,11 +68,16 @@ class Plan:
     token_ids: int32 (B, N), word ids of the sentences, 0 at padding.
     lengths: int32 (B,), number of real tokens per row (0 for a padding row).
     transformations: one :class:`TransformationPlan` per transformation of the space, in order.
+    keep: optional bool (B, N). ``keep[b, j]`` False forbids leaving token j of row b unchanged
+      (the DP's "keep x_j" branch); None allows it everywhere. With ``match`` and
+      ``replacement_mask`` it expresses the sub-spaces of the complete verifier
+      (``arc_jax.verify``), e.g. "T_k is applied at this window".
   """
 
   token_ids: np.ndarray
   lengths: np.ndarray
   transformations: tuple[TransformationPlan, ...]
+  keep: np.ndarray | None = None
 
   @property
   def shape(self) -> tuple[int, int]:
@@ -209,4 +214,5 @@ def reverse_plan(plan: Plan, space: Space | Signature) -> Plan:
     repl_mask = gather(tp.replacement_mask) & match[:, :, None, None]
     repl_ids = jnp.where(repl_mask, gather(tp.replacement_ids), 0)
     out.append(TransformationPlan(match, repl_ids, repl_mask))
-  return Plan(token_ids, jnp.asarray(plan.lengths), tuple(out))
+  keep = None if plan.keep is None else reverse_padded(plan.keep, plan.lengths, fill=True)
+  return Plan(token_ids, jnp.asarray(plan.lengths), tuple(out), keep)

@@ -1,0 +1,176 @@
+"""The complete verifier: exact splits of S(x), DP soundness on sub-spaces, and verify == EX.
+
+* The split partitions application choices: against enumeration, the children's choices are
+  pairwise disjoint and their union is the parent's (and so are the strings), at every level of
+  random split paths; ``count`` equals the number of choices.
+* The DP bounds every member of a sub-space (lowered with ``match``, ``replacement_mask`` and
+  ``keep``), for LSTMs and Bi-LSTMs with large weights.
+* ``verify`` equals exhaustive enumeration example by example on small random models, with no
+  unknowns, for every window rule.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from arc_jax.attacks import exhaustive_robustness
+from arc_jax.nn import predict
+from arc_jax.perturbation import PlanBuilder, parse_space
+from arc_jax.verify import WINDOW_RULES, verify
+from arc_jax.verify import subspaces as sub
+from test_certify import SWAP, VOCAB, certify_batch, concrete_logits, make_model
+
+
+@pytest.fixture(autouse=True, scope="module")
+def float64():
+  with jax.enable_x64(True):
+    yield
+
+
+SYNONYMS = {"good": ["best", "movie"], "movie": ["film", "films"], "film": ["movie"],
+            "it": ["this"], "x": ["y", "x"]}
+SPECS = ["[(Del,2),(Sub,2)]", "[(Ins,2),(Sub,2)]", "[(Del,1),(Ins,1),(Sub,1)]",
+         "[(Sub,2),(Trans3,1),(Swap,1)]", "[(Trans1,1),(Trans4,2),(Del,1)]"]
+SMALL_WORDS = ["a", "the", "good", "movie", "film", "it", "is", "x", "!", "one", "of", "most"]
+
+
+def space_of(spec):
+  return parse_space(spec, synonyms=SYNONYMS, custom={"Swap": SWAP}).restricted_to(VOCAB)
+
+
+sentences = st.lists(st.sampled_from(SMALL_WORDS), min_size=1, max_size=7).map(tuple)
+
+
+def random_path(space, tokens, picks):
+  """Nodes along a random split path: each split's children, then descend into one of them."""
+  node = sub.full(space, tokens)
+  for pick in picks:
+    windows = sub.splittable(space, node)
+    if not windows:
+      return
+    i, k = windows[pick % len(windows)]
+    children = sub.split(space, node, i, k, blocks=1 + pick % 3)
+    yield node, children
+    node = children[pick % len(children)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(sentences, st.sampled_from(SPECS), st.lists(st.integers(0, 50), max_size=5))
+def test_split_partitions_the_choices(tokens, spec, picks):
+  space = space_of(spec)
+  root = sub.full(space, tokens)
+  assert set(sub.members(space, tokens, root)) == set(space.enumerate(tokens))
+  assert sub.count(space, root) == space.count(tokens)
+  for parent, children in random_path(space, tokens, picks):
+    parent_choices = list(sub.choices(space, parent))
+    assert len(set(parent_choices)) == len(parent_choices) == sub.count(space, parent)
+    child_choices = [set(sub.choices(space, c)) for c in children]
+    assert sum(len(c) for c in child_choices) == len(parent_choices)  # pairwise disjoint
+    assert set().union(*child_choices) == set(parent_choices)
+    assert [sub.count(space, c) for c in children] == [len(c) for c in child_choices]
+    assert (set().union(*(set(sub.members(space, tokens, c)) for c in children))
+            == set(sub.members(space, tokens, parent)))
+
+
+def test_split_refuses_a_forced_window():
+  space = space_of("[(Sub,2)]")
+  node = sub.split(space, sub.full(space, ("good", "movie")), 0, 0)[1]
+  with pytest.raises(ValueError, match="cannot be split"):
+    sub.split(space, node, 0, 0)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(sentences, st.sampled_from(SPECS[:3]), st.lists(st.integers(0, 50), min_size=1,
+                                                        max_size=4),
+       st.integers(0, 3), st.booleans(), st.sampled_from([1.0, 4.0]))
+def test_dp_bounds_every_member_of_a_subspace(tokens, spec, picks, seed, bidirectional, scale):
+  space = space_of(spec)
+  nodes = [c for _, children in random_path(space, tokens, picks) for c in children][-4:]
+  if not nodes:
+    nodes = [sub.full(space, tokens)]
+  base = PlanBuilder(space, VOCAB, min_replacement_slots=4).build([tokens])
+  plan = sub.lower(base, space, VOCAB, nodes, rows=4)
+  model = make_model(seed, 3, scale, bidirectional)
+  cert = certify_batch(model, space, plan, jnp.zeros((4,), jnp.int32))
+  for b, node in enumerate(nodes):
+    strings = list(sub.members(space, tokens, node))
+    if not strings:
+      continue
+    logits = concrete_logits(model, strings)
+    assert np.all(np.asarray(cert.logits.lo[b]) - 1e-9 <= logits)
+    assert np.all(logits <= np.asarray(cert.logits.hi[b]) + 1e-9)
+
+
+def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, blocks=1,
+                                    **stages):
+  space = space_of(spec)
+  rng = np.random.default_rng(seed)
+  sents = [tuple(rng.choice(SMALL_WORDS, size=rng.integers(1, 8))) for _ in range(8)]
+  model = make_model(seed, 3, 4.0, bidirectional)
+  labels = concrete_logits(model, sents).argmax(-1)
+  labels[0] = 1 - labels[0]  # one wrong clean prediction
+  graphdef, state = nnx.split(model)
+  # By default no attacks and almost no enumeration: the search itself must find every answer.
+  stages = {"enumerate_below": 1, "beam": 0, "samples": 0, **stages}
+  result = verify(graphdef, state, space, sents, labels, VOCAB, window_rule=window_rule,
+                  blocks=blocks, rows=4, min_replacement_slots=4, seed=seed, **stages)
+  ex = exhaustive_robustness(functools.partial(predict, graphdef, state), space, sents, labels,
+                             VOCAB, shortcut=False, batch_size=64)
+  assert result.summary()["unknowns"] == 0
+  np.testing.assert_array_equal(result.robust, ex.robust)
+  for v, s, y in zip(result.verdicts, sents, labels):
+    if v.status == "not robust":  # a concrete member of S(x), misclassified
+      assert v.counterexample in set(space.enumerate(s))
+      assert concrete_logits(model, [v.counterexample])[0].argmax() != y
+  return result
+
+
+@pytest.mark.parametrize("window_rule", WINDOW_RULES)
+def test_verify_equals_enumeration(window_rule):
+  result = check_verify_equals_enumeration(1, SPECS[0], window_rule, False)
+  assert result.summary()["by_stage"].get("robust/search", 0) > 0  # the search proved some
+
+
+def test_verify_with_every_stage_equals_enumeration():
+  result = check_verify_equals_enumeration(2, SPECS[1], "balanced", True, enumerate_below=16,
+                                           beam=2, samples=4)
+  stages = result.summary()["by_stage"]
+  assert stages.get("robust/enumerated", 0) + stages.get("not robust/enumerated", 0) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("spec", SPECS[:3])
+def test_verify_equals_enumeration_more(seed, spec):
+  check_verify_equals_enumeration(seed, spec, WINDOW_RULES[seed % 3], seed % 2 == 1,
+                                  blocks=1 + seed % 2)
+
+
+def test_verify_rejects_an_unknown_rule():
+  model = make_model(0, 3, 1.0, False)
+  with pytest.raises(ValueError, match="window_rule"):
+    verify(*nnx.split(model), space_of(SPECS[0]), [("a",)], [0], VOCAB, window_rule="middle")
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_dp_is_exact_on_a_one_member_subspace(bidirectional):
+  """Forcing every window (keep False) leaves one string: its box is a point, so the DP honours
+  ``keep`` (x itself would widen it) and the masks (any other replacement would)."""
+  space = space_of("[(Sub,2),(Ins,1)]")
+  tokens = ("it", "good", "x")
+  node = sub.full(space, tokens)
+  for i, k in [(0, 0), (1, 1), (2, 0)]:
+    node = sub.split(space, node, i, k, blocks=8)[1]
+  assert sub.splittable(space, node) == []
+  (member,) = sub.members(space, tokens, node)
+  base = PlanBuilder(space, VOCAB, min_replacement_slots=4).build([tokens])
+  model = make_model(0, 3, 4.0, bidirectional)
+  cert = certify_batch(model, space, sub.lower(base, space, VOCAB, [node], rows=4),
+                       jnp.zeros((4,), jnp.int32))
+  np.testing.assert_allclose(cert.logits.lo[0], concrete_logits(model, [member])[0], atol=1e-9)
+  np.testing.assert_allclose(cert.logits.hi[0], cert.logits.lo[0], atol=1e-9)
