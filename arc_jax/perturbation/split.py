@@ -152,3 +152,16 @@ def split_space(space: Space, abstracted: str | Sequence[str]) -> SplitSpace:
   if isinstance(abstracted, str):
     abstracted = [n.strip() for n in abstracted.split(",") if n.strip()]
   return SplitSpace(space, tuple(abstracted))
+
+
+def member_from_picks(space: Space, tokens: Sequence[str],
+                      picks: Sequence[tuple[int, int, Tokens]]) -> Member:
+  """The member of ``space``(x) applying ``picks`` (start, transformation index, replacement),
+  non-overlapping windows of x in any order (e.g. a HotFlip candidate's picks)."""
+  tokens = tuple(tokens)
+  out, origins, i = (), (), 0
+  for start, k, replacement in sorted(picks):
+    out += tokens[i:start] + tuple(replacement)
+    origins += tuple(range(i, start)) + (WRITTEN,) * len(replacement)
+    i = start + space.transformations[k].s
+  return Member(out + tokens[i:], origins + tuple(range(i, len(tokens))))

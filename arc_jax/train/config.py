@@ -87,6 +87,13 @@ def default_config() -> ml_collections.ConfigDict:
   c.eps_max = 1.0
   c.robust_loss = "worst_case"  # or "max_of_means" (the original's binary loss)
   c.early_stopping = 0  # stop after this many epochs without dev improvement; 0: never
+  # ARC-A3T / A3T (arc_jax.train.augmented): the transformations of config.space abstracted
+  # (comma-separated names, e.g. "Del"; the others are augmented), how the augmented part is
+  # explored ("enumerate" or "hotflip") and how many of its members each example trains on
+  # besides x.
+  c.abstracted = ""
+  c.augment_search = "enumerate"
+  c.augment_members = 2
 
   # Bookkeeping.
   c.seed = 0  # parameters, dropout and data order
@@ -166,6 +173,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
     task.check_space(parse_space(config.space, synonyms={}))
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
+  if METHODS[config.method].check is not None:
+    try:
+      METHODS[config.method].check(config)
+    except ValueError as error:
+      raise ConfigError(f"config.method={config.method!r}: {error}") from None
   if config.trainable_embeddings and not task.trainable_embeddings:
     raise ConfigError(f"config.trainable_embeddings=True is not available for model "
                       f"{config.model!r}: its word vectors are frozen; set it to False.")

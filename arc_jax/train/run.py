@@ -92,15 +92,14 @@ class _Trainer:
     self.tx = config_optimizer(c)
     g, mesh = experiment.graphdef, experiment.mesh
     self.clean_step = make_train_step(g, self.tx, task.clean_objective, mesh)
-    self.arc_step = (make_train_step(g, self.tx, task.arc_objective(
-        experiment.space.signature, self.robust_weight, self.eps, c.robust_loss), mesh)
-                     if self.method.certified else None)
+    self.arc_step = (make_train_step(g, self.tx, self.method.objective(
+        experiment, self.robust_weight, self.eps), mesh) if self.method.certified else None)
     self.eval_step = make_eval_step(g, task.certify_rows(experiment.space.signature), mesh)
     self.transform = (self.method.batch_transform(experiment)
                       if self.method.batch_transform else None)
     self.replicated = parallel.replicated(mesh)
     self.place = lambda batch: task.put(batch, mesh)
-    self.selection = "dev_cf_acc" if self.method.certified else "dev_acc"
+    self.selection = self.method.selection
 
   # -- state ------------------------------------------------------------------------------
 
@@ -178,7 +177,10 @@ class _Trainer:
     robust_weight, eps = float(self.robust_weight(first)), float(self.eps(first))
     certify = self.arc_step is not None and robust_weight > 0
     step_fn = self.arc_step if certify else self.clean_step
-    batches = self.task.batches(self.exp, "train", c.batch_size, certify=certify, shuffle=True,
+    # A certified method's transform forms its objective's batches, with their own plans.
+    transform = self.transform if certify or not self.method.certified else None
+    batches = self.task.batches(self.exp, "train", c.batch_size,
+                                certify=certify and transform is None, shuffle=True,
                                 seed=c.seed, epoch=epoch, start=step - first)
     start_time = time.perf_counter()
     resumed = step > first
@@ -191,8 +193,8 @@ class _Trainer:
               unit="step", disable=not c.progress or jax.process_index() > 0,
               dynamic_ncols=True) as bar:
       for batch in batches:
-        if self.transform is not None:
-          batch = self.transform(batch, step, state.params)
+        if transform is not None:
+          batch = transform(batch, step, state.params)
         state, totals = step_fn(state, self.exp.rest, self.place(batch), totals)
         step += 1
         bar.update()
