@@ -79,7 +79,9 @@ def test_a_short_a3t_run_completes(fake_data, tmp_path):
   assert all(np.isfinite(l["loss"]) for l in lines)
 
 
-def test_a_short_arc_a3t_run_completes_from_the_command_line(data_root, cache_dir, tmp_path):
+def test_a_short_arc_a3t_run_completes_from_the_command_line(fake_data, data_root, cache_dir,
+                                                              tmp_path):
+  """Trains the Abs-fir row from its config, then makes the δ figures' points from the run."""
   run = tmp_path / "run"
   flags = ["--config.hidden=6", "--config.projection=5", "--config.head_hidden=4",
            "--config.batch_size=4", "--config.eval_batch_size=4", "--config.num_epochs=2",
@@ -96,6 +98,17 @@ def test_a_short_arc_a3t_run_completes_from_the_command_line(data_root, cache_di
   assert config["abstracted"] == "Del" and config["space"] == "[(Del,2),(Sub,2)]"
   epochs = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
   assert any(e.get("train_cf_acc") is not None for e in epochs)  # the certified objective ran
+
+  figures = tmp_path / "figures"
+  assert load_script("arc_a3t_delta").main([str(run), "--output-dir", str(figures)]) == 2
+  assert load_script("arc_a3t_delta").main([str(run), "--evaluate", "--output-dir",
+                                            str(figures)]) == 0
+  points = json.loads((figures / "delta.json").read_text())
+  assert [(p["instantiation"], p["family"], p["delta"]) for p in points] == [
+      ("Abs-fir", "Del+Sub", d) for d in (1, 2, 3)]
+  assert all(p["cf"] <= p["ex"] <= p["acc"] for p in points)
+  assert (figures / "delta_ex.png").stat().st_size and (figures / "delta_cf.png").stat().st_size
+  assert (run / "eval" / "test_Del3Sub3_acc_cf_ex.json").exists()  # evaluate.py's name
 
 
 def test_configs_and_checks():
