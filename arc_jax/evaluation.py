@@ -138,7 +138,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   for field, value in (("space", space), *lexicon.items()):
     if value is not None:
       config[field] = value
-  validate(config)
+  validate(config, training=False)
   metrics = TASKS[config.model].metrics if metrics is None else metrics
   unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics))
   if unavailable:

@@ -132,3 +132,5 @@ def test_configs_and_checks():
     c.update(changes)
     with pytest.raises(ConfigError, match=message):
       validate(c)
+  c.update(dict(method="arc_a3t", abstracted="Del", space="[(Sub,2),(Ins,2)]"))
+  validate(c, training=False)  # a trained run may be evaluated under any space

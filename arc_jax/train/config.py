@@ -148,8 +148,12 @@ def with_defaults(saved: dict) -> ml_collections.ConfigDict:
   return config
 
 
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings."""
+def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> None:
+  """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings.
+
+  ``training=False`` (evaluating a trained run, possibly under another space) skips the
+  method's own checks (:attr:`Method.check`), which concern how it trains.
+  """
   if config.method not in METHODS:
     raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
                       f"{sorted(METHODS)}.")
@@ -173,7 +177,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     task.check_space(parse_space(config.space, synonyms={}))
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
-  if METHODS[config.method].check is not None:
+  if training and METHODS[config.method].check is not None:
     try:
       METHODS[config.method].check(config)
     except ValueError as error:

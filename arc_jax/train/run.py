@@ -1,9 +1,10 @@
 """``train_and_evaluate(config, workdir)``: the training loop of every method, resumable.
 
-Per epoch: train on the shuffled, size-bucketed batches (ARC's objective with the DP when
-λ > 0, else the concrete forward pass), evaluate dev accuracy and certified accuracy, keep the
-best epoch (dev certified accuracy for certified methods, dev accuracy otherwise; ties go to the
-later epoch, as in the original), stop early if configured. At the end the best parameters are
+Per epoch: train on the shuffled, size-bucketed batches (a certified method's objective, ARC's
+by default, when λ > 0, else the concrete forward pass), evaluate dev accuracy and certified
+accuracy, keep the best epoch (by the method's selection metric: dev certified accuracy for
+certified methods, dev accuracy otherwise; ties go to the later epoch, as in the original), stop
+early if configured. At the end the best parameters are
 evaluated on the test split (accuracy and certified accuracy under ``config.space``) and the
 summary is written. Epochs are numbered from 0, like the original's checkpoints.
 
