@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import test_certify as tc
-from arc_jax.certify.augmented import (certify_intervals, check_interval_space, member_plan,
-                                       worst_margins)
-from arc_jax.certify import certify_model
+from arc_jax.certify import certify, certify_model
+from arc_jax.certify.augmented import (certify_intervals, certify_split, check_interval_space,
+                                       member_plan, worst_margins)
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.perturbation.split import Member, split_space
 from reference_spaces import lexicons, sentences
@@ -134,3 +134,23 @@ def test_intervals_contain_the_dp_and_refuse_other_shapes():
   np.testing.assert_allclose(box.clean_logits, dp.clean_logits, atol=1e-9)
   with pytest.raises(ValueError, match="1→1"):
     check_interval_space(parse_space("[(Del,1)]"))
+
+
+def test_certify_split_proves_robustness_on_all_of_the_space():
+  """``certify_split`` on raw sentences: certified ⇒ every string of S(x) is classified y; with
+  everything abstracted it is ARC's certificate; its margins bound every string's."""
+  space = parse_space("[(Del,1),(Ins,1),(Sub,1)]", synonyms={"good": ["best"], "movie": ["film"]})
+  model = tc.make_model(11, 4, 0.5, False)
+  sentences = [("the", "good", "movie"), ("a", "film", "is", "good"), ("x",)]
+  labels = [int(np.argmax(tc.concrete_logits(model, [s])[0])) for s in sentences]
+  for abstracted in ("Del", "Ins", "Sub", "Del,Ins,Sub"):
+    out = certify_split(model, split_space(space, abstracted), sentences, labels, tc.VOCAB,
+                        batch_size=8)
+    for b, x in enumerate(sentences):
+      logits = tc.concrete_logits(model, list(space.enumerate(x)))
+      margins = logits[:, labels[b]:labels[b] + 1] - logits
+      assert np.all(out["margins"][b] <= margins + tc.TOL)
+      assert out["members"][b] == len(split_space(space, abstracted).members(x))
+  whole = certify(model, space, sentences, labels, tc.VOCAB, batch_size=8)
+  np.testing.assert_allclose(out["margins"], whole["margins"], atol=1e-9)
+  np.testing.assert_array_equal(out["certified"], whole["certified"])
