@@ -63,7 +63,8 @@ class Method:
     selection: the dev metric that picks the best epoch, ``"dev_cf_acc"`` (certified accuracy
       under ``config.space``) or ``"dev_acc"``; default the former for certified methods.
     check: ``check(config)`` raises ``ValueError`` naming the fix for settings the method cannot
-      train with (called by ``validate``, before a run directory is written).
+      train with (called by ``validate`` before a run directory is written; not when a
+      trained run is evaluated).
   """
 
   certified: bool

@@ -4,9 +4,9 @@ Per epoch: train on the shuffled, size-bucketed batches (a certified method's ob
 by default, when λ > 0, else the concrete forward pass), evaluate dev accuracy and certified
 accuracy, keep the best epoch (by the method's selection metric: dev certified accuracy for
 certified methods, dev accuracy otherwise; ties go to the later epoch, as in the original), stop
-early if configured. At the end the best parameters are
-evaluated on the test split (accuracy and certified accuracy under ``config.space``) and the
-summary is written. Epochs are numbered from 0, like the original's checkpoints.
+early if configured. At the end the best parameters are evaluated on the test split (accuracy
+and certified accuracy under ``config.space``) and the summary is written. Epochs are numbered
+from 0, like the original's checkpoints.
 
 The loop is the same for every model family: the experiment's task
 (:mod:`arc_jax.train.tasks`) supplies the batches, their placement on the mesh, the objectives
