@@ -50,8 +50,9 @@ def test_union_over_members_is_the_space(split, x):
   assert members[0] == Member.of(x)
   assert len(set(members)) == len(members)
   assert set(split.enumerate(x)) == set(split.space.enumerate(x))
+  augmented = set(split.augmented.enumerate(x))
   for m in members:  # every member string is in S_aug(x), its origins point at equal tokens
-    assert m.tokens in set(split.augmented.enumerate(x))
+    assert m.tokens in augmented
     assert all(o < 0 or x[o] == w for o, w in zip(m.origins, m.tokens))
 
 
