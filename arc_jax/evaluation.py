@@ -198,7 +198,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   if first is not None:
     limit = config[SPLITS[split]]
     config[SPLITS[split]] = first if limit is None else min(first, limit)
-  validate(config)
+  validate(config, training=False)
   # The data folder: $ARC_DATA_DIR when set, else the run's own if it is still there.
   recorded = config.data_dir and Path(config.data_dir).is_dir() and not os.environ.get(
       "ARC_DATA_DIR")

@@ -48,3 +48,13 @@ def test_table_has_measured_and_paper_numbers(tmp_path, capsys):
 def test_folder_without_config_is_refused(tmp_path):
   with pytest.raises(SystemExit):
     report.main([str(tmp_path)])
+
+
+def test_arc_a3t_rows_name_the_abstracted_part_and_the_appendix_numbers(tmp_path, capsys):
+  write_run(tmp_path / "abs_ins", {"method": "arc_a3t", "abstracted": "Ins"},
+            {"test_Sub2Ins2.json": {"space": "[(Sub,2),(Ins,2)]", "split": "test",
+                                    "metrics": {"acc": metric(0.8), "cf": metric(0.2),
+                                                "ex": metric(0.6)}}})
+  assert report.main([str(tmp_path / "abs_ins")]) == 0
+  row = capsys.readouterr().out.splitlines()[2]
+  assert "| lstm | arc_a3t(Ins) |" in row and row.endswith("| 82.6 / – / 15.9 / 66.7 |")

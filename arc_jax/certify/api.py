@@ -65,6 +65,17 @@ def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, l
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
   box, clean = certified_features(model, space.signature, plan, eps)
+  return certificate_from_features(model, box, clean, labels, dropout_key)
+
+
+def certificate_from_features(model: LSTMClassifier, box: iv.Interval, clean: jax.Array,
+                              labels: jax.Array, dropout_key: jax.Array | None = None
+                              ) -> Certificate:
+  """The :class:`Certificate` of a box (B, H_in) of pooled features and the clean features.
+
+  The head is applied to both with the same dropout masks; ``box`` may come from any sound
+  abstraction of the pooled features (the DP, or A3T's intervals).
+  """
   hidden = model.head_activations(box, dropout_key)
   hidden_clean = model.head_activations(clean, dropout_key)
   logits = model.head_out(hidden)

@@ -65,6 +65,11 @@ PAPER = {
     ("lstm", "augment", _REVIEW): (79.2, 72.5, 30.5, 71.7),
     ("lstm", "hotflip", _REVIEW): (79.6, 74.3, 34.5, 72.9),
     ("lstm", "arc", _REVIEW): (82.3, 78.1, 74.2, 77.1),
+    # ARC-A3T (appendix table "different instantiations of ARC-A3T"; no HF column there).
+    ("lstm", "arc_a3t(Del)", _DEL_SUB): (83.2, None, 15.1, 68.6),
+    ("lstm", "arc_a3t(Sub)", _DEL_SUB): (81.4, None, 71.1, 75.8),
+    ("lstm", "arc_a3t(Ins)", _SUB_INS): (82.6, None, 15.9, 66.7),
+    ("lstm", "arc_a3t(Sub)", _SUB_INS): (83.0, None, 48.8, 65.4),
 }
 
 
@@ -83,6 +88,13 @@ def model_kind(config: dict) -> str:
   return "bilstm" if config.get("bidirectional") else "lstm"
 
 
+def method_name(config: dict) -> str:
+  """The run's method, with the abstracted transformations of ARC-A3T / A3T runs:
+  ``"arc_a3t(Del)"``."""
+  abstracted = config.get("abstracted") if config["method"] in ("arc_a3t", "a3t") else None
+  return f"{config['method']}({abstracted})" if abstracted else config["method"]
+
+
 def _percent(value: float | None) -> str:
   return "–" if value is None else f"{100 * value:.1f}"
 
@@ -96,7 +108,7 @@ def rows(folder: Path) -> list[dict]:
     if not isinstance(results, dict) or "metrics" not in results:
       continue  # config.json, summary.json
     metrics = results["metrics"]
-    key = (model_kind(config), config["method"], space_key(results["space"]))
+    key = (model_kind(config), method_name(config), space_key(results["space"]))
     out.append({"run": folder.name, "file": path.name, "model": key[0], "method": key[1],
                 "space": results["space"], "split": results["split"],
                 "measured": {m: metrics[m]["value"] if m in metrics else None for m in METRICS},
@@ -110,7 +122,8 @@ def markdown(table: list[dict]) -> str:
            "|" + "---|" * (5 + len(HEADER) + 1)]
   for row in table:
     measured = [_percent(row["measured"][m]) for m in METRICS]
-    paper = " / ".join(f"{v:.1f}" for v in row["paper"]) if row["paper"] else "–"
+    paper = " / ".join("–" if v is None else f"{v:.1f}" for v in row["paper"]) if row[
+        "paper"] else "–"
     lines.append(f"| {row['run']} ({row['file']}) | {row['model']} | {row['method']} | "
                  f"`{row['space']}` | {row['split']} | " + " | ".join(measured)
                  + f" | {paper} |")

@@ -146,6 +146,13 @@ def default_config() -> ml_collections.ConfigDict:
   c.eps_max = 1.0
   c.robust_loss = "worst_case"  # or "max_of_means" (the original's binary loss)
   c.early_stopping = 0  # stop after this many epochs without dev improvement; 0: never
+  # ARC-A3T / A3T (arc_jax.train.augmented): the transformations of config.space abstracted
+  # (comma-separated names, e.g. "Del"; the others are augmented), how the augmented part is
+  # explored ("enumerate" or "hotflip") and how many of its members each example trains on
+  # besides x.
+  c.abstracted = ""
+  c.augment_search = "enumerate"
+  c.augment_members = 2
 
   # Bookkeeping.
   c.seed = 0  # parameters, dropout and data order
@@ -255,8 +262,12 @@ def _check_space_size(space, config: ml_collections.ConfigDict) -> None:
         "--config.allow_large_space=True to try anyway.")
 
 
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings."""
+def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> None:
+  """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings.
+
+  ``training=False`` (evaluating a trained run, possibly under another space) skips the
+  method's own checks (:attr:`Method.check`), which concern how it trains.
+  """
   if config.method not in METHODS:
     raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
                       f"{sorted(METHODS)}.")
@@ -282,6 +293,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
   _check_space_size(space, config)
+  if training and METHODS[config.method].check is not None:
+    try:
+      METHODS[config.method].check(config)
+    except ValueError as error:
+      raise ConfigError(f"config.method={config.method!r}: {error}") from None
   if config.trainable_embeddings and not task.trainable_embeddings:
     raise ConfigError(f"config.trainable_embeddings=True is not available for model "
                       f"{config.model!r}: its word vectors are frozen; set it to False.")

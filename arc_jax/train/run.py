@@ -1,9 +1,10 @@
 """``train_and_evaluate(config, workdir)``: the training loop of every method, resumable.
 
-Per epoch: train on the shuffled, size-bucketed batches (ARC's objective with the DP when
-λ > 0, else the concrete forward pass), evaluate dev accuracy and certified accuracy, keep the
-best epoch (dev certified accuracy for certified methods, dev accuracy otherwise; ties go to the
-later epoch, as in the original), stop early if configured. At the end the best parameters are
+Per epoch: train on the shuffled, size-bucketed batches (a certified method's objective, ARC's
+by default, when λ > 0, else the concrete forward pass), evaluate dev accuracy and certified
+accuracy, keep the best epoch (by the method's selection metric: dev certified accuracy for
+certified methods, dev accuracy otherwise; ties go to the later epoch, as in the original), stop
+early if configured. At the end the best parameters are
 evaluated on the test split (accuracy and certified accuracy under ``config.space``) and the
 summary is written. Epochs are numbered from 0, like the original's checkpoints.
 
@@ -114,15 +115,14 @@ class _Trainer:
     self.tx = config_optimizer(c)
     g, mesh = experiment.graphdef, experiment.mesh
     self.clean_step = make_train_step(g, self.tx, task.clean_objective, mesh)
-    self.arc_step = (make_train_step(g, self.tx, task.arc_objective(
-        experiment.space.signature, self.robust_weight, self.eps, c.robust_loss), mesh)
-                     if self.method.certified else None)
+    self.arc_step = (make_train_step(g, self.tx, self.method.objective(
+        experiment, self.robust_weight, self.eps), mesh) if self.method.certified else None)
     self.eval_step = make_eval_step(g, task.certify_rows(experiment.space.signature), mesh)
     self.transform = (self.method.batch_transform(experiment)
                       if self.method.batch_transform else None)
     self.replicated = parallel.replicated(mesh)
     self.place = lambda batch: task.put(batch, mesh)
-    self.selection = "dev_cf_acc" if self.method.certified else "dev_acc"
+    self.selection = self.method.selection
     self.show_progress = c.progress and jax.process_index() == 0
     self.clock = RunClock(spe, ["arc" if self._certifies(e) else "clean"
                                 for e in range(c.num_epochs)])
@@ -252,7 +252,10 @@ class _Trainer:
     robust_weight, eps = float(self.robust_weight(first)), float(self.eps(first))
     certify = self._certifies(epoch)
     step_fn = self.arc_step if certify else self.clean_step
-    batches = self.task.batches(self.exp, "train", c.batch_size, certify=certify, shuffle=True,
+    # A certified method's transform forms its objective's batches, with their own plans.
+    transform = self.transform if certify or not self.method.certified else None
+    batches = self.task.batches(self.exp, "train", c.batch_size,
+                                certify=certify and transform is None, shuffle=True,
                                 seed=c.seed, epoch=epoch, start=step - first)
     start_time = time.perf_counter()
     resumed = step > first
@@ -265,8 +268,8 @@ class _Trainer:
     bar, clock = self.bar, self.clock
     for batch in batches:
       tic, compiled = time.perf_counter(), step_fn._cache_size()
-      if self.transform is not None:
-        batch = self.transform(batch, step, state.params)
+      if transform is not None:
+        batch = transform(batch, step, state.params)
       state, totals = step_fn(state, self.exp.rest, self.place(batch), totals)
       step += 1
       if step % c.log_every == 0:

@@ -1,0 +1,3 @@
+"""``--config experiments/configs/arc_a3t.py[:ARG]``: the config of arc_jax/configs/arc_a3t.py."""
+
+from arc_jax.configs.arc_a3t import *  # noqa: F401,F403
