@@ -13,6 +13,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.certify.attention_dp import attention_features
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.nn import cells
 from arc_jax.nn.models import LSTMClassifier
@@ -74,7 +75,8 @@ def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, l
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
-  box, clean = certified_features(model, space.signature, plan, eps)
+  features = attention_features if model.pooling == "attention" else certified_features
+  box, clean = features(model, space.signature, plan, eps)
   hidden = model.head_activations(box, dropout_key)
   hidden_clean = model.head_activations(clean, dropout_key)
   logits = model.head_out(hidden)
