@@ -274,12 +274,12 @@ def test_attention_arc_training_runs_from_the_cli(tmp_path):
          "ARC_CACHE_DIR": str(tmp_path / "cache"), "JAX_ENABLE_X64": "0"}
   experiments = Path(__file__).parents[1] / "experiments"
   done = subprocess.run([sys.executable, str(experiments / "train.py"),
-                         f"--config={experiments / 'configs' / 'attention.py'}:bilstm,sub2ins2",
+                         f"--config={experiments / 'configs' / 'attention.py'}:lstm,del2sub2",
                          f"--workdir={run}", *flags], capture_output=True, text=True,
                         timeout=900, check=False, env=env)
   assert done.returncode == 0, done.stderr[-3000:]
   config = json.loads((run / "config.json").read_text())
-  assert config["pooling"] == "attention" and config["bidirectional"]
+  assert config["pooling"] == "attention" and config["name"] == "arc_attention_lstm_del2sub2"
   logs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
   train = [r for r in logs if r["kind"] == "train"]
   assert len(train) == 2 and all(r["lambda"] == 0.5 and "train_cf_acc" in r for r in train)
