@@ -16,6 +16,7 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
+from experiment_scripts import load_script
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from test_certify import (KINDS, S_REVIEW, SWAP, TOL, VOCAB, assert_sound, make_model,
                           sentence_st, spaces)
@@ -25,6 +26,7 @@ from arc_jax.certify import make_certify_fn
 from arc_jax.certify.attention_dp import attention_features, slot_states
 from arc_jax.nn import LSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
+from arc_jax.train import ConfigError, default_config, validate
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 from fake_data_root import write_data_root  # noqa: E402
@@ -155,39 +157,54 @@ def assert_states_in_slot_boxes(model, space, sentence):
   return box, mask, members
 
 
-@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), weight_scale=st.sampled_from([1.0, 4.0]), space=spaces(),
-       sentence=sentence_st)
-def test_every_string_state_is_in_its_slot_box(bidirectional, seed, weight_scale, space,
-                                               sentence):
-  assume(space.count(sentence) <= 400)
-  assert_states_in_slot_boxes(make_model(seed, 3, weight_scale, bidirectional, "attention"),
-                              space, sentence)
+def random_model_cases(max_examples):
+  """Hypothesis over random models, spaces and sentences: every string's state in its slot's
+  box, and every string's logits inside the certified bounds."""
+  @pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+  @settings(max_examples=max_examples, deadline=None,
+            suppress_health_check=[HealthCheck.too_slow])
+  @given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 6]),
+         weight_scale=st.sampled_from([1.0, 4.0]), space=spaces(),
+         sentences=st.lists(sentence_st, min_size=1, max_size=3))
+  def test(bidirectional, seed, hidden, weight_scale, space, sentences):
+    assume(sum(space.count(s) for s in sentences) <= 1500)
+    model = make_model(seed, hidden, weight_scale, bidirectional, "attention")
+    assert_states_in_slot_boxes(model, space, sentences[0])
+    assert_sound(model, space, sentences)
+
+  return test
+
+
+test_random_models_spaces_and_sentences = random_model_cases(6)
+test_random_models_spaces_and_sentences_extended = pytest.mark.slow(random_model_cases(40))
+
+SHAPES = {"1→0, 4→2, 2→2": "[(Del,1),(Trans3,1),(Swap,1)]",
+          "1→2 (repeat and not), 1→1, 2→2": "[(Ins,1),(Trans4,1),(Sub,1),(Trans2,1)]"}
+SHAPE_SENTENCE = "one of the most good ! this is the movie to a".split()
+
+
+def assert_shape_sound(spec, bidirectional):
+  space = parse_space(spec, synonyms={"good": ["best", "x"], "movie": ["film"]},
+                      custom={"Swap": SWAP})
+  model = make_model(5, 4, 3.0, bidirectional, "attention")
+  _, _, members = assert_states_in_slot_boxes(model, space, SHAPE_SENTENCE)
+  used = {k for _, c in members for k, n in enumerate(c) if n}
+  assert used == set(range(len(space.budgets))), "every transformation must apply somewhere"
+  assert_sound(model, space, [SHAPE_SENTENCE, "the good".split()])
 
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 6]),
-       weight_scale=st.sampled_from([1.0, 4.0]), space=spaces(),
-       sentences=st.lists(sentence_st, min_size=1, max_size=3))
-def test_every_enumerated_string_is_inside_the_attention_bounds(bidirectional, seed, hidden,
-                                                                weight_scale, space, sentences):
-  assume(sum(space.count(s) for s in sentences) <= 1500)
-  assert_sound(make_model(seed, hidden, weight_scale, bidirectional, "attention"), space,
-               sentences)
+@pytest.mark.parametrize("spec", SHAPES.values(), ids=SHAPES.keys())
+def test_every_transformation_shape_is_sound(bidirectional, spec):
+  """Every s→t of the library and a custom swap, grouped into two spaces."""
+  assert_shape_sound(spec, bidirectional)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_each_transformation_shape_is_sound(bidirectional, kind):
-  """Every s→t of the library (1→0, 1→1, 1→2 repeated and not, 2→2, 4→2) and the swap."""
-  space = parse_space(f"[({kind},2)]", synonyms={"good": ["best", "x"], "movie": ["film"]},
-                      custom={"Swap": SWAP})
-  sentence = "one of the most good movie is this ! to the a".split()
-  model = make_model(5, 4, 3.0, bidirectional, "attention")
-  assert_states_in_slot_boxes(model, space, sentence)
-  assert_sound(model, space, [sentence, "the good".split()])
+def test_each_transformation_alone_with_budget_two(bidirectional, kind):
+  assert_shape_sound(f"[({kind},2)]", bidirectional)
 
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
@@ -285,3 +302,19 @@ def test_attention_arc_training_runs_from_the_cli(tmp_path):
   assert len(train) == 2 and all(r["lambda"] == 0.5 and "train_cf_acc" in r for r in train)
   summary = json.loads((run / "summary.json").read_text())
   assert summary["status"] == "completed" and summary["test"]["examples"] == 2
+
+
+def test_attention_config_rows():
+  module, arc = load_script("configs/attention"), load_script("configs/arc")
+  names = set()
+  for model in ("lstm", "bilstm"):
+    for space in ("del2sub2", "sub2ins2", "del2ins2"):
+      config = module.get_config(f"{model},{space}")
+      validate(config)
+      assert set(config.keys()) == set(default_config().keys())
+      assert config.pooling == "attention" and config.method == "arc"
+      assert config.lambda_max == arc.get_config(f"{model},{space}").lambda_max
+      names.add(config.name)
+  assert len(names) == 6 and "arc_attention_bilstm_del2ins2" in names
+  with pytest.raises(ConfigError, match="del2sub2, sub2ins2, del2ins2"):
+    module.get_config("lstm,review")
