@@ -7,6 +7,8 @@ batch for both; ratios beside the figures.
 
     python benchmarks/attention_throughput.py [--model lstm|bilstm] [--limit N] [--spaces ...]
 
+``--save-inputs FILE`` writes the prepared sentences, vectors and lexicon (a pickle) and
+``--inputs FILE`` reads them instead of the data root (for a machine without the data or TFDS).
 Timings are the best of ``--repeats`` passes after a first (compiling) one, median beside them.
 """
 
@@ -14,24 +16,41 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
+import resource
 import sys
 import time
 
 import jax
 import numpy as np
 import optax
-from certify_throughput import SPACES, peak_rss_mib, replacement_slots
 from flax import nnx
 
 from arc_jax.certify import certify_jit, make_certify_fn
-from arc_jax.data import prepare_lstm_data
 from arc_jax.nn import LSTMClassifier
-from arc_jax.perturbation import PlanBuilder
+from arc_jax.perturbation import PlanBuilder, parse_space
+from arc_jax.perturbation.plans import LENGTH_BUCKETS
+
+SPACES = ("[(Sub,2),(Del,2)]", "[(Sub,2),(Ins,2)]", "[(Del,2),(Ins,2)]")
 
 
-def batches_of(space, data, tokens, labels, batch_size):
+def prepared_inputs(path: str | None) -> dict:
+  """SST-2 test sentences, labels, vectors, vocabulary, synonyms and stop words."""
+  if path:
+    with open(path, "rb") as f:
+      return pickle.load(f)
+  from arc_jax.data import prepare_lstm_data  # pylint: disable=import-outside-toplevel
+  data = prepare_lstm_data("sst2")
+  test = data.splits["test"]
+  return {"tokens": list(test.tokens), "labels": np.asarray(test.labels),
+          "embeddings": np.asarray(data.embeddings), "vocab": dict(data.vocab),
+          "synonyms": dict(data.synonyms), "stopwords": data.stopwords}
+
+
+def batches_of(space, inputs, tokens, labels, batch_size, buckets):
   order = np.argsort([len(s) for s in tokens], kind="stable")
-  builder = PlanBuilder(space, data.vocab, min_replacement_slots=replacement_slots(data.synonyms))
+  slots = max((len(c) for c in inputs["synonyms"].values()), default=1)
+  builder = PlanBuilder(space, inputs["vocab"], buckets, min_replacement_slots=slots)
   out = []
   for i in range(0, len(order), batch_size):
     idx = order[i:i + batch_size]
@@ -74,21 +93,30 @@ def main(argv=None):
   parser.add_argument("--limit", type=int, default=0, help="first N test sentences (0: all)")
   parser.add_argument("--batch-size", type=int, default=32)
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--buckets", type=int, nargs="+", default=list(LENGTH_BUCKETS),
+                      help="padded lengths (one bucket: one compilation per measurement)")
+  parser.add_argument("--inputs", help="read the prepared inputs from this pickle")
+  parser.add_argument("--save-inputs", help="write the prepared inputs to this pickle and stop")
   args = parser.parse_args(argv)
-  data = prepare_lstm_data("sst2")
-  test = data.splits["test"]
-  tokens, labels = test.tokens, np.asarray(test.labels)
+  inputs = prepared_inputs(args.inputs)
+  if args.save_inputs:
+    with open(args.save_inputs, "wb") as f:
+      pickle.dump(inputs, f)
+    return 0
+  tokens, labels = inputs["tokens"], inputs["labels"]
   if args.limit:
     tokens, labels = tokens[:args.limit], labels[:args.limit]
-  models = {pooling: LSTMClassifier(data.embeddings, hidden=100, pooling=pooling,
+  models = {pooling: LSTMClassifier(inputs["embeddings"], hidden=100, pooling=pooling,
                                     bidirectional=args.model == "bilstm", rngs=nnx.Rngs(0))
             for pooling in ("final", "attention")}
   for spec in args.spaces:
-    space = data.space(spec)
-    batches = batches_of(space, data, tokens, labels, args.batch_size)
+    space = parse_space(spec, synonyms=inputs["synonyms"], stopwords=inputs["stopwords"]
+                        ).restricted_to(inputs["vocab"])
+    batches = batches_of(space, inputs, tokens, labels, args.batch_size, args.buckets)
     timings = {p: measure(m, space, batches, args.repeats) for p, m in models.items()}
     line = {"benchmark": "attention_vs_final", "model": args.model, "space": spec,
             "sentences": len(tokens), "batch_size": args.batch_size,
+            "buckets": len(args.buckets),
             "device": jax.devices()[0].device_kind}
     for what in ("certify", "gradient"):
       for pooling, t in timings.items():
@@ -100,7 +128,7 @@ def main(argv=None):
           timings["attention"][what][1][0] / timings["final"][what][1][0], 2)
     line["certify_attention_sentences_per_s"] = round(
         len(tokens) / timings["attention"]["certify"][1][0], 1)
-    line["peak_rss_mib"] = round(peak_rss_mib())
+    line["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(line), flush=True)
 
 

@@ -37,8 +37,6 @@ lies in box(C, p) × box_R(C, L_C − 1 − p).
 
 from __future__ import annotations
 
-import itertools
-
 import chex
 import jax
 import jax.numpy as jnp
@@ -205,20 +203,15 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   return emitted
 
 
-def _pairs(sig: Signature) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-  """For every flat slot C, the flat slots c ≤ C and d = C − c (padded to G entries) and which
-  entries are real: (G, G) int, (G, G) int, (G, G) bool."""
-  slots = [tuple(c) for c in sig.decomposition()]
-  index = {c: i for i, c in enumerate(slots)}
-  size = len(slots)
-  prefix, rest = np.zeros((size, size), int), np.zeros((size, size), int)
-  real = np.zeros((size, size), bool)
-  for i, big in enumerate(slots):
-    for n, small in enumerate(itertools.product(*(range(b + 1) for b in big))):
-      prefix[i, n] = index[small]
-      rest[i, n] = index[tuple(b - a for a, b in zip(small, big))]
-      real[i, n] = True
-  return prefix, rest, real
+def _differences(sig: Signature) -> tuple[np.ndarray, np.ndarray]:
+  """For flat slots C and c: whether c ≤ C, and the flat slot C − c (0 where c ≰ C); (G, G)."""
+  slots = sig.decomposition()
+  below = np.all(slots[None, :] <= slots[:, None], axis=-1)
+  index = {tuple(c): i for i, c in enumerate(slots)}
+  difference = np.zeros(below.shape, int)
+  for big, small in zip(*np.nonzero(below)):
+    difference[big, small] = index[tuple(slots[big] - slots[small])]
+  return below, difference
 
 
 def states_by_slot(sig: Signature, emitted, suffix_ok: jax.Array, n_positions: int
@@ -235,17 +228,22 @@ def states_by_slot(sig: Signature, emitted, suffix_ok: jax.Array, n_positions: i
     reaches (C, p) (a position beyond L_C, or an unreachable slot).
   """
   n_pad = emitted[0][1].shape[0]
-  prefix, rest, real = _pairs(sig)
-  positions = np.arange(n_positions)[:, None, None]
+  below, difference = _differences(sig)
+  size = below.shape[0]
+  slots = np.arange(size)
   lo = hi = present = None
   for (box, valid), offset in zip(emitted, emission_offsets(sig)):
-    step = positions - offset.reshape(-1)[prefix][None]  # (P, G, G): j of (p, C, pair)
-    inside = (step >= 0) & (step < n_pad) & real[None]
+    # The emission at (p, c) comes from step j = p − o(c): gather it once per prefix slot c, then
+    # join it into every final slot C ≥ c whose rest C − c the suffix after j can take.
+    step = np.arange(n_positions)[:, None] - offset.reshape(-1)[None]  # (P, G)
+    inside = (step >= 0) & (step < n_pad)
     step = np.clip(step, 0, n_pad - 1)
-    ok = (inside[..., None] & valid[step, :, prefix[None]]
-          & suffix_ok[step + 1, :, rest[None]])  # (P, G, G, B)
-    e_lo = jnp.min(jnp.where(ok[..., None], box.lo[step, :, prefix[None]], jnp.inf), axis=2)
-    e_hi = jnp.max(jnp.where(ok[..., None], box.hi[step, :, prefix[None]], -jnp.inf), axis=2)
+    at = lambda a: a[step, :, slots[None]]  # (N, B, G, …) → (P, G, B, …)
+    rests = jnp.swapaxes(suffix_ok[step + 1], -1, -2)  # (P, G_c, G_d, B)
+    ok = ((inside[..., None] & at(valid))[:, None]  # (P, G_C, G_c, B)
+          & rests[:, slots[None, :], difference] & below[None, :, :, None])
+    e_lo = jnp.min(jnp.where(ok[..., None], at(box.lo)[:, None], jnp.inf), axis=2)
+    e_hi = jnp.max(jnp.where(ok[..., None], at(box.hi)[:, None], -jnp.inf), axis=2)
     e_present = ok.any(axis=2)
     if lo is None:
       lo, hi, present = e_lo, e_hi, e_present
