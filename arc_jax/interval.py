@@ -387,3 +387,75 @@ def shrink_towards(box: Interval, anchor: Value, eps: jax.Array | float) -> Inte
 
 def as_interval(x: Value) -> Interval:
   return x if is_interval(x) else point(x)
+
+
+
+def softmax_weighted_sum(scores: Value, values: Value, mask: jax.Array) -> Value:
+  """Attention pooling ``Σ_p softmax(scores)_p · values_p`` over the positions where ``mask`` is set.
+
+  Args:
+    scores: (..., P) attention scores, array or Interval.
+    values: (..., P, D) the vectors pooled, array or Interval.
+    mask: bool (..., P): which positions exist; a row without any gives 0 (an empty string).
+
+  Returns:
+    (..., D); an Interval when either input is one.
+
+  Soundness: the result is a convex combination Σ_p α_p v_p with α = softmax(e), α_p ≥ 0, so
+  for each feature it is at most Σ_p α_p u_p (u the upper ends of ``values``). Writing
+  α_p = w_p / Σ_q w_q with w_p = exp(e_p − s) in the box [exp(lo_p − s), exp(hi_p − s)], the
+  largest value of the ratio R(w) = Σ w_p u_p / Σ w_p over the box is exact: at its maximiser
+  λ* = R(w*), Σ_p w_p (u_p − λ*) ≤ 0 for every w in the box with equality at w*, so w* maximises
+  the linear function Σ_p w_p (u_p − λ*): upper weights where u_p > λ*, lower weights elsewhere.
+  Sorting u decreasingly, w* is "upper weights on the first k positions, lower on the rest" for
+  some k, and the largest R over the P + 1 such weightings is λ* (each weighting is in the box,
+  so none exceeds it). Given boxes of scores and values this is the smallest sound bound, tighter
+  than bounding each softmax weight by its own interval. The lower bound is the same rule on
+  −values. Every value is also at most max_p u_p (a convex combination); that bound is used when
+  exp would overflow.
+  """
+  if not is_interval(scores) and not is_interval(values):
+    filled = jnp.where(mask, scores, -jnp.inf)
+    top = jnp.max(filled, axis=-1, keepdims=True)
+    weights = jnp.where(mask, jnp.exp(scores - jnp.where(jnp.isfinite(top), top, 0.0)), 0.0)
+    total = jnp.sum(weights, axis=-1, keepdims=True)
+    alpha = weights / jnp.where(total > 0, total, 1.0)
+    return jnp.einsum("...p,...pd->...d", alpha, values)
+  scores, values = as_interval(scores), as_interval(values)
+  hi = _largest_weighted_mean(scores, values.hi, mask)
+  lo = -_largest_weighted_mean(scores, -values.lo, mask)
+  return Interval(lo, hi)
+
+
+def _largest_weighted_mean(scores: Interval, values: jax.Array, mask: jax.Array) -> jax.Array:
+  """max over e in ``scores`` of Σ_p softmax(e)_p · values_p per feature, by the threshold rule of
+  :func:`softmax_weighted_sum`: (..., P) scores, (..., P, D) values, (..., P) mask → (..., D)."""
+  dtype = values.dtype
+  present = mask.any(axis=-1)[..., None]
+  u = jnp.swapaxes(jnp.where(mask[..., None], values, 0.0), -1, -2)  # (..., D, P)
+  el = jnp.where(mask, scores.lo, 0.0)
+  eu = jnp.where(mask, scores.hi, 0.0)
+  # Weights exp(e − s) with s the largest lower end: in every weighting some weight is ≥ 1, so no
+  # denominator vanishes; an upper end too far above s would overflow (then the fallback below).
+  shift = jnp.max(jnp.where(mask, el, -jnp.inf), axis=-1, keepdims=True)
+  shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+  cap = float(np.log(np.finfo(dtype).max)) / 2
+  overflow = jnp.any(mask & (eu - shift > cap), axis=-1)[..., None]
+  w_lo = jnp.where(mask, jnp.exp(el - shift), 0.0)[..., None, :]
+  w_hi = jnp.where(mask, jnp.exp(jnp.minimum(eu - shift, cap)), 0.0)[..., None, :]
+  largest = jnp.max(jnp.where(mask[..., None, :], u, -jnp.inf), axis=-1)
+  order = jnp.argsort(-u, axis=-1)
+  sort = lambda a: jnp.take_along_axis(jnp.broadcast_to(a, u.shape), order, axis=-1)
+  u, w_lo, w_hi = sort(u), sort(w_lo), sort(w_hi)
+
+  def split_sums(upper, lower):
+    """Σ of ``upper`` over the first k sorted positions plus ``lower`` over the rest, k = 0..P."""
+    first = jnp.cumsum(upper, axis=-1)
+    rest = jnp.flip(jnp.cumsum(jnp.flip(lower, -1), axis=-1), -1)
+    zero = jnp.zeros(first.shape[:-1] + (1,), dtype)
+    return jnp.concatenate([zero, first], -1) + jnp.concatenate([rest, zero], -1)
+
+  denominators = split_sums(w_hi, w_lo)
+  ratios = split_sums(w_hi * u, w_lo * u) / jnp.where(denominators > 0, denominators, 1.0)
+  best = jnp.where(overflow, largest, jnp.minimum(jnp.max(ratios, axis=-1), largest))
+  return jnp.where(present, best, 0.0)

@@ -13,6 +13,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.certify.attention_dp import attention_features
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.certify.tree_dp import certify_tree_jit
 from arc_jax.data.trees import Tree
@@ -64,7 +65,8 @@ def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, l
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
-  box, clean = certified_features(model, space.signature, plan, eps)
+  features = attention_features if model.pooling == "attention" else certified_features
+  box, clean = features(model, space.signature, plan, eps)
   return certificate_from_features(model, box, clean, labels, dropout_key)
 
 

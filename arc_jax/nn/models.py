@@ -3,8 +3,13 @@
 frozen embeddings (V, 300) → Linear 300→100 → ReLU → LSTM(100) (Bi-LSTM: 2×100) → pooled state
 → Dropout → Linear→100 → ReLU → Dropout → Linear→K.
 
+Pooling: the final state, the mean of the states, or attention: Σ_i softmax(e)_i h_i over the
+positions i of the sentence with a learned linear score e_i = w·h_i + b (for a Bi-LSTM h_i is the
+concatenation of both directions' states at position i).
+
 The concrete forward pass lives here; the certified (interval) forward pass is the DP in
-:mod:`arc_jax.certify.lstm_dp`, which uses the same layers.
+:mod:`arc_jax.certify.lstm_dp` (:mod:`arc_jax.certify.attention_dp` for attention), which uses
+the same layers.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from arc_jax import interval as iv
 from arc_jax.nn.cells import Dense, LSTMCell, Projection, dropout
 from arc_jax.padding import reverse_padded
 
-POOLINGS = ("final", "mean")
+POOLINGS = ("final", "mean", "attention")
 
 
 class FrozenEmbedding(nnx.Variable):
@@ -48,7 +53,9 @@ class LSTMClassifier(nnx.Module):
     head_hidden: size of the hidden layer of the head (100).
     num_classes: K.
     bidirectional: run a second LSTM on the reversed sentence and concatenate.
-    pooling: ``"final"`` (last state) or ``"mean"`` (mean of the states over positions).
+    pooling: ``"final"`` (last state), ``"mean"`` (mean of the states over positions) or
+      ``"attention"`` (attention-weighted sum of the states; certified by
+      :mod:`arc_jax.certify.attention_dp`).
     dropout_rate: dropout before each head layer (0.2 in the paper's runs).
     rngs: parameter initialisation.
     param_dtype: dtype of the parameters and embeddings (float64 in soundness tests).
@@ -66,7 +73,9 @@ class LSTMClassifier(nnx.Module):
     self.projection = Projection(embeddings.shape[1], projection, **kw)
     self.forward_cell = LSTMCell(projection, hidden, **kw)
     self.backward_cell = LSTMCell(projection, hidden, **kw) if bidirectional else None
-    self.head_hidden = Dense(hidden * (2 if bidirectional else 1), head_hidden, **kw)
+    features = hidden * (2 if bidirectional else 1)
+    self.attention = Dense(features, 1, **kw) if pooling == "attention" else None
+    self.head_hidden = Dense(features, head_hidden, **kw)
     self.head_out = Dense(head_hidden, num_classes, **kw)
     self.hidden = hidden
     self.num_classes = num_classes
@@ -111,11 +120,38 @@ class LSTMClassifier(nnx.Module):
     """
     chex.assert_rank(embedded, 3)
     z = self.projection(embedded)
-    directions = [z] + ([reverse_padded(z, lengths)] if self.bidirectional else [])
-    pooled = [self._run(cell, x, lengths) for cell, x in zip(self.cells, directions)]
-    return jnp.concatenate(pooled, axis=-1)
+    runs = self._runs(z, lengths)
+    if self.pooling == "final":
+      return jnp.concatenate([final for final, _, _ in runs], axis=-1)
+    if self.pooling == "mean":
+      return jnp.concatenate([total for _, total, _ in runs], axis=-1) / jnp.maximum(
+          lengths, 1)[:, None].astype(z.dtype)
+    return self.attend(self._aligned(runs, lengths),
+                       jnp.arange(z.shape[1])[None, :] < lengths[:, None])
 
-  def _run(self, cell: LSTMCell, z: jax.Array, lengths: jax.Array) -> jax.Array:
+  def position_states(self, token_ids: jax.Array, lengths: jax.Array) -> jax.Array:
+    """The (concatenated) LSTM states (B, N, H_in) at every position, as attention reads them."""
+    return self._aligned(self._runs(self.projection(self.embed(token_ids)), lengths), lengths)
+
+  def _runs(self, z: jax.Array, lengths: jax.Array) -> list[tuple[jax.Array, ...]]:
+    """:meth:`_run` of each direction on the projected inputs z (B, N, P)."""
+    directions = [z] + ([reverse_padded(z, lengths)] if self.bidirectional else [])
+    return [self._run(cell, x, lengths) for cell, x in zip(self.cells, directions)]
+
+  @staticmethod
+  def _aligned(runs, lengths: jax.Array) -> jax.Array:
+    """Per-position states of both directions side by side (the backward run reversed back)."""
+    states = [runs[0][2]] + [reverse_padded(s, lengths) for _, _, s in runs[1:]]
+    return jnp.concatenate(states, axis=-1)
+
+  def attend(self, states: iv.Value, mask: jax.Array) -> iv.Value:
+    """Attention pooling of per-position states (..., P, H_in) where ``mask`` (..., P) is set."""
+    scores = self.attention(states)[..., 0]
+    return iv.softmax_weighted_sum(scores, states, mask)
+
+  def _run(self, cell: LSTMCell, z: jax.Array, lengths: jax.Array
+           ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Final state (B, H), sum of the states (B, H) and the state at every position (B, N, H)."""
     batch, n_pad, _ = z.shape
     gates = jnp.swapaxes(cell.input_gates(z), 0, 1)  # (N, B, 4H)
     real = jnp.arange(n_pad)[:, None, None] < lengths[None, :, None]
@@ -126,12 +162,10 @@ class LSTMClassifier(nnx.Module):
       g, r = inputs
       new = cell.step(state, g)
       state = tuple(jnp.where(r, a, b) for a, b in zip(new, state))
-      return (state, total + jnp.where(r, state[0], 0.0)), None
+      return (state, total + jnp.where(r, state[0], 0.0)), state[0]
 
-    ((h, _), total), _ = jax.lax.scan(body, ((zeros, zeros), zeros), (gates, real))
-    if self.pooling == "final":
-      return h
-    return total / jnp.maximum(lengths, 1)[:, None].astype(z.dtype)
+    ((h, _), total), states = jax.lax.scan(body, ((zeros, zeros), zeros), (gates, real))
+    return h, total, jnp.swapaxes(states, 0, 1)
 
   def __call__(self, token_ids: jax.Array, lengths: jax.Array,
                dropout_key: jax.Array | None = None) -> jax.Array:
