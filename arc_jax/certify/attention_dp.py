@@ -126,7 +126,7 @@ def emission_offsets(sig: Signature) -> list[np.ndarray]:
   return [growth] + [growth - (sig.t[k] - l) for k in _active(sig) for l in range(1, sig.t[k])]
 
 
-def positional_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
+def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Interval,
                     repl_gates: list[iv.Interval | None], matches: list[jax.Array],
                     lengths: jax.Array, valid: jax.Array
                     ) -> list[tuple[iv.Interval, jax.Array]]:
@@ -135,7 +135,8 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   Args:
     cell: the LSTM cell.
     sig: the space's signature (static).
-    point_gates: (B, N, 4H) input gates of the original tokens.
+    point_gates: Interval (B, N, 4H), input gates of the original tokens (boxes a few rounding
+      errors wide, as in the final-state DP).
     repl_gates: per k, Interval (B, N, t_k, 4H) of the replacement places, or None (t_k = 0).
     matches: per k, bool (B, N).
     lengths: (B,).
@@ -153,7 +154,8 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   padded = jnp.concatenate([jnp.zeros((window - 1,) + valid.shape[1:], bool), valid])
   before = lambda s: padded[window - s:window - s + n_pad]  # V[j + 1 − s] at step j
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
-  xs = (time_major(point_gates), jnp.arange(n_pad)[:, None] < lengths[None, :], before(1),
+  xs = (jax.tree.map(time_major, point_gates),
+        jnp.arange(n_pad)[:, None] < lengths[None, :], before(1),
         [before(s) for s in sig.s], [time_major(m) for m in matches],
         [None if g is None else jax.tree.map(time_major, g) for g in repl_gates])
 
@@ -165,7 +167,7 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
     sources = {k: _sources((hs[sig.s[k] - 1], cs[sig.s[k] - 1]), 1 + k) for k in active}
     # Round 1: keep x_j, and the first output token of every rewrite that is not a repetition.
     firsts = [k for k in active if sig.t[k] and not sig.repeats[k]]
-    out = _step_together(cell, [((hs[0], cs[0]), iv.point(gates))]
+    out = _step_together(cell, [((hs[0], cs[0]), gates)]
                          + [(sources[k], repl_j[k][:, 0]) for k in firsts])
     kept, states = out[0], dict(zip(firsts, out[1:]))
     for k in active:
@@ -176,6 +178,8 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
     middles = []
     for l in range(1, max(sig.t, default=0)):
       going = [k for k in active if sig.t[k] > l]
+      if not going:  # the long rewrites have budget 0 on this (reachable) grid
+        break
       middles += [(k, _land(states[k][0], 1 + k)) for k in going]
       states.update(zip(going, _step_together(
           cell, [(states[k], repl_j[k][:, l]) for k in going])))
@@ -280,7 +284,7 @@ def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Arra
   positions = jnp.arange(n_positions)[:, None, None]
   directions = []
   for cell, p, v, ok in zip(model.cells, plans, valid, suffix_ok):
-    z = model.projection(model.embed(p.token_ids))
+    z = model.projection(iv.point(model.embed(p.token_ids)))  # boxes enclosing every rounding
     emitted = positional_scan(cell, sig, cell.input_gates(z),
                               replacement_gates(model, cell, p, sig, eps),
                               [tp.match for tp in p.transformations], p.lengths, v)
