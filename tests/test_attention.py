@@ -246,7 +246,8 @@ def test_s_review_and_empty_strings_are_sound(bidirectional):
 
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
 def test_no_match_gives_the_concrete_features(bidirectional):
-  """Concrete forward pass = the DP on a sentence nothing matches (float32)."""
+  """The DP on a sentence nothing matches: its box contains the concrete forward pass and is only
+  the rounding errors wide (float32)."""
   rng = np.random.default_rng(0)
   model = LSTMClassifier(rng.normal(size=(len(VOCAB), 8)), hidden=6, projection=5,
                          bidirectional=bidirectional, pooling="attention", rngs=nnx.Rngs(0))
@@ -256,8 +257,10 @@ def test_no_match_gives_the_concrete_features(bidirectional):
   box, clean = attention_features(model, space.signature, plan, jnp.asarray(1.0, jnp.float32))
   features = model.features(jnp.asarray(plan.token_ids), jnp.asarray(plan.lengths))
   assert features.dtype == jnp.float32
-  for a in (box.lo, box.hi, clean):
-    np.testing.assert_allclose(a, features, atol=1e-5)
+  assert np.all(box.lo <= features) and np.all(features <= box.hi)
+  for a in (box.lo, box.hi):
+    np.testing.assert_allclose(a, features, atol=1e-4)
+  np.testing.assert_allclose(clean, features, atol=1e-5)
 
 
 def test_attention_certification_is_differentiable():

@@ -266,8 +266,11 @@ class _Trainer:
     log_time, log_step = start_time, step
     status = ""
     bar, clock = self.bar, self.clock
+    # A step's time runs from the end of the previous one: it includes building the batch (the
+    # DP plans) and, dispatch being asynchronous, the device work that the next sync waits for.
+    tic = time.perf_counter()
     for batch in batches:
-      tic, compiled = time.perf_counter(), step_fn._cache_size()
+      compiled = step_fn._cache_size()
       if transform is not None:
         batch = transform(batch, step, state.params)
       state, totals = step_fn(state, self.exp.rest, self.place(batch), totals)
@@ -280,8 +283,9 @@ class _Trainer:
                       "steps_per_s": round((step - log_step) / (now - log_time), 3)})
         status = f", loss {rates['loss']:.4f}, acc {rates['train_acc']:.3f}"
         logged, log_time, log_step = current, now, step
-      clock.step_done("arc" if certify else "clean", time.perf_counter() - tic,
-                      step_fn._cache_size() > compiled)
+      toc = time.perf_counter()
+      clock.step_done("arc" if certify else "clean", toc - tic, step_fn._cache_size() > compiled)
+      tic = toc
       bar.update()
       bar.set_postfix_str(f"epoch {epoch}/{c.num_epochs - 1}, ETA {clock.eta(step)}{status}",
                           refresh=False)
