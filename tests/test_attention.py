@@ -302,7 +302,9 @@ def test_attention_arc_training_runs_from_the_cli(tmp_path):
                         timeout=900, check=False, env=env)
   assert done.returncode == 0, done.stderr[-3000:]
   config = json.loads((run / "config.json").read_text())
-  assert config["pooling"] == "attention" and config["name"] == "arc_attention_lstm_del2sub2"
+  # The run name is the row's, plus a hash of the overrides (arc_jax.train.config.run_name).
+  assert config["pooling"] == "attention"
+  assert config["name"].startswith("arc_attention_lstm_del2sub2")
   logs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
   train = [r for r in logs if r["kind"] == "train"]
   assert len(train) == 2 and all(r["lambda"] == 0.5 and "train_cf_acc" in r for r in train)
