@@ -121,5 +121,9 @@ def test_certify_reuses_its_compilation_across_calls():
   certify(model, space, [["a", "good", "movie"]], [0], VOCAB, batch_size=4)
   compiled = certify_jit._cache_size()  # pylint: disable=protected-access
   certify(model, space, [["good", "movie"], ["the", "bad"]], [1, 0], VOCAB, batch_size=4)
-  certify(small_model(), space, [["good"]], [1], VOCAB, batch_size=4)  # a new, same-shaped model
+  # A new, same-shaped model; its batch reaches both Del and Sub as the others do (the DP compiles
+  # once per reachable grid, see reachable_signature).
+  certify(small_model(), space, [["the", "good"]], [1], VOCAB, batch_size=4)
   assert certify_jit._cache_size() == compiled  # pylint: disable=protected-access
+  certify(small_model(), space, [["good"]], [1], VOCAB, batch_size=4)  # Sub only: a smaller grid
+  assert certify_jit._cache_size() == compiled + 1  # pylint: disable=protected-access
