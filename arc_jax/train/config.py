@@ -10,6 +10,7 @@ added later defaults to what runs did before it existed, so older run directorie
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 
 import ml_collections
@@ -61,6 +62,8 @@ FIELD_HELP = {
     "space": "perturbation space certified (arc), sampled (augment), attacked (hotflip) and "
              "reported on dev, e.g. [(Del,2),(Sub,2)]",
     "allow_large_space": "accept a space whose DP would need more than 4 GiB per batch",
+    "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
+               "ones that register transformations for config.space (register_transformation)",
     "bidirectional": "Bi-LSTM instead of LSTM",
     "pooling": "final (last state) or mean over positions",
     "hidden": "LSTM (Tree-LSTM) hidden units",
@@ -116,6 +119,9 @@ def default_config() -> ml_collections.ConfigDict:
   # The perturbation space certified (ARC), sampled (augment) and reported on dev.
   c.space = "[(Del,2),(Sub,2)]"
   c.allow_large_space = False  # see SPACE_MEMORY_LIMIT
+  # Modules imported before anything else (import_plugins), e.g. "mypkg.transforms" registering
+  # transformations that config.space names (arc_jax.register_transformation).
+  c.plugins = ""
 
   # Model (arc_jax.nn.LSTMClassifier; the Tree-LSTM uses hidden and dropout_rate only).
   c.bidirectional = False
@@ -262,12 +268,27 @@ def _check_space_size(space, config: ml_collections.ConfigDict) -> None:
         "--config.allow_large_space=True to try anyway.")
 
 
+def import_plugins(config: ml_collections.ConfigDict) -> None:
+  """Imports the modules of ``config.plugins`` (comma-separated), e.g. ones that register
+  transformations on import (:func:`arc_jax.register_transformation`); :func:`validate` calls
+  it first, so a run's plugins are loaded wherever its config is checked (training, evaluation,
+  :func:`arc_jax.load_run`)."""
+  for name in filter(None, (n.strip() for n in config.plugins.split(","))):
+    try:
+      importlib.import_module(name)
+    except ImportError as error:
+      raise ConfigError(f"config.plugins: cannot import {name!r} ({error}); install it or put "
+                        "its folder on PYTHONPATH.") from None
+
+
 def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> None:
   """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings.
 
-  ``training=False`` (evaluating a trained run, possibly under another space) skips the
-  method's own checks (:attr:`Method.check`), which concern how it trains.
+  Imports ``config.plugins`` first (:func:`import_plugins`). ``training=False`` (evaluating a
+  trained run, possibly under another space) skips the method's own checks
+  (:attr:`Method.check`), which concern how it trains.
   """
+  import_plugins(config)
   if config.method not in METHODS:
     raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
                       f"{sorted(METHODS)}.")
