@@ -83,6 +83,11 @@ FIELD_HELP = {
     "eps_max": "hull scale ε after the ramp",
     "robust_loss": "worst_case or max_of_means (the original's binary loss)",
     "early_stopping": "stop after N epochs without dev improvement (0: never)",
+    "abstracted": "arc_a3t / a3t: transformations of config.space abstracted by the DP "
+                  "(comma-separated names, e.g. Del); the others are augmented",
+    "augment_search": "arc_a3t / a3t: how the augmented part is explored: enumerate or hotflip",
+    "augment_members": "arc_a3t / a3t: members of the augmented part each example trains on "
+                       "besides x",
     "seed": "seed of parameters, dropout and data order",
     "eval_batch_size": "examples per evaluation batch (a multiple of the devices)",
     "log_every": "steps per metrics.jsonl line",
