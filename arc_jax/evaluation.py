@@ -184,17 +184,19 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
               run.path.absolute(), config.data_dir)
   if metrics is None:
     metrics = metric_registry.defaults(config.model)
-  unavailable = sorted(set(metrics) - set(metric_registry.available(config.model)))
+  available = metric_registry.available(config.model)
+  unavailable = sorted(set(metrics) - set(available))
   if unavailable:
+    supported = "; ".join(f"{n} supports {', '.join(metric_registry.REGISTRY[n].models)} only"
+                          for n in unavailable)
     raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models "
-                      "(the verifier, exact, is implemented for token sequences only); choose "
-                      f"from {metric_registry.available(config.model)}.")
+                      f"({supported}); choose from {available}.")
   experiment = build_experiment(config, mesh)
   mesh = experiment.mesh
   parallel.check_batch_size(exhaustive_batch_size, mesh, "exhaustive_batch_size")
   params, meta = _restore(run, experiment, checkpoint)
   context = metric_registry.Context(
-      experiment, params, split, {}, shortcut=shortcut, beam=beam,
+      experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
       progress=progress)
   results: dict[str, Any] = {

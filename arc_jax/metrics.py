@@ -86,7 +86,8 @@ class Metric:
   default: bool = True
 
 
-def _row_flags(context: Context, rows_fn: RowsFn, certify: bool, name: str) -> dict[str, np.ndarray]:
+def _row_flags(context: Context, rows_fn: RowsFn, certify: bool,
+               name: str) -> dict[str, np.ndarray]:
   """The jitted ``rows_fn`` over the split in eval batches: bool (n,) per key of its output."""
   experiment, split = context.experiment, context.split
   task, mesh, size = experiment.task, experiment.mesh, experiment.config.eval_batch_size
