@@ -44,7 +44,8 @@ from jax.sharding import Mesh
 from arc_jax import metrics as metric_registry
 from arc_jax import parallel
 from arc_jax.data.paths import data_folder
-from arc_jax.metrics import METRICS, ROBUSTNESS_ORDER, _space_size  # noqa: F401  (re-exported)
+from arc_jax.metrics import (EXCLUSIONS, METRICS, ROBUSTNESS_ORDER,  # noqa: F401  (re-exported)
+                             _space_size)
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, build_experiment
@@ -222,15 +223,18 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
 
   ``flags`` maps metric names to bool (n,) per-example outcomes. Each metric present is compared
   with the next one present in :data:`ROBUSTNESS_ORDER` per example (an example counted by the
-  first must be counted by the second), which implies the order of the counts.
+  first must be counted by the second), which implies the order of the counts; each pair of
+  :data:`~arc_jax.metrics.EXCLUSIONS` present must not share an example; and no metric's
+  ``audit_failures`` may be non-empty.
   """
   present = [name for name in ROBUSTNESS_ORDER if name in flags]
   problems = []
-  if "ex" in flags and "exact_refuted" in flags:  # a counterexample of exact is one of EX's
-    broken = np.flatnonzero(flags["exact_refuted"] & flags["ex"])
-    if len(broken):
-      problems.append(f"{len(broken)} example(s) refuted by exact are EX-robust (first indices "
-                      f"{broken[:5].tolist()})")
+  for refuted, robust, meaning in EXCLUSIONS:
+    if refuted in flags and robust in flags:
+      broken = np.flatnonzero(flags[refuted] & flags[robust])
+      if len(broken):
+        problems.append(f"{len(broken)} example(s) {meaning} (first indices "
+                        f"{broken[:5].tolist()})")
   for stronger, weaker in zip(present, present[1:]):
     broken = np.flatnonzero(flags[stronger] & ~flags[weaker])
     if len(broken):
@@ -238,10 +242,11 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
           f"{len(broken)} example(s) pass {stronger} but fail {weaker} ({stronger} "
           f"{int(flags[stronger].sum())}, {weaker} {int(flags[weaker].sum())}; first indices "
           f"{broken[:5].tolist()})")
-  failures = results["metrics"].get("ex", {}).get("audit_failures", [])
-  if failures:
-    problems.append(f"{len(failures)} certified example(s) have a misclassified member (audit "
-                    f"failures; first: {failures[0]})")
+  for entry in results["metrics"].values():
+    failures = entry.get("audit_failures", [])
+    if failures:
+      problems.append(f"{len(failures)} certified example(s) have a misclassified member "
+                      f"(audit failures; first: {failures[0]})")
   if problems:
     error = EvaluationError("Inconsistent robustness numbers: " + "; ".join(problems) + ".")
     error.results = results

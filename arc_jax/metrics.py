@@ -5,12 +5,14 @@ Every metric is a function ``(Context) -> Outcome``: it reads the run's experime
 split and options from the :class:`Context` (and the per-example outcomes of the metrics computed
 before it, ``context.flags``) and returns which examples it counts (``robust``), the extra keys
 of its results entry and any further per-example flags for the consistency check
-(:data:`ROBUSTNESS_ORDER`). The evaluator times the call and writes the entry
+(:data:`ROBUSTNESS_ORDER`, :data:`EXCLUSIONS`; an entry's non-empty ``audit_failures`` fails it
+too). The evaluator times the call and writes the entry
 ``{"value", "count", "total", "seconds", **extra}`` under ``results["metrics"][name]``.
 
 Adding a metric is one function here and one :class:`Metric` line in :data:`REGISTRY` (its place
-in :data:`ROBUSTNESS_ORDER` too when it implies or is implied by another metric); ``--metrics``,
-the defaults, the availability per model and the results file names follow from the registry.
+in :data:`ROBUSTNESS_ORDER` or :data:`EXCLUSIONS` when it implies or excludes another);
+``--metrics``, the defaults, the availability per model and the results file names follow from
+the registry.
 
 The per-split summaries (:data:`SUMMARIES`: ``empty_examples``, ``space_size``) take the same
 :class:`Context` and give a JSON value at the top level of the results; they are always computed.
@@ -171,6 +173,10 @@ METRICS = tuple(REGISTRY)
 ROBUSTNESS_ORDER = ("cf", "exact", "ex", "hf", "acc")
 """Per example, each metric implies the next: certified ⇒ proved ⇒ EX-robust ⇒ HF-robust ⇒
 correct."""
+
+EXCLUSIONS = (("exact_refuted", "ex", "refuted by exact are EX-robust"),)
+"""(flag, metric, what a violation means): per example, the flag excludes the metric (a
+counterexample of ``exact`` is one of ``ex``'s)."""
 
 
 def available(model: str) -> tuple[str, ...]:

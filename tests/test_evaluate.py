@@ -127,6 +127,15 @@ def test_check_catches_a_violated_order_per_example():
     _check(results, flags(**ordered, exact=[1, 0, 0, 0], exact_refuted=[0, 1, 0, 0]))
 
 
+def test_the_registry_gives_each_model_its_metrics_and_what_they_need():
+  assert metric_registry.METRICS == ("acc", "cf", "ex", "hf", "exact")
+  assert metric_registry.defaults("lstm") == metric_registry.defaults("tree_lstm") == (
+      "acc", "cf", "ex", "hf")
+  assert metric_registry.available("lstm")[-1] == "exact"
+  assert "exact" not in metric_registry.available("tree_lstm")
+  assert metric_registry.with_needs(["hf", "ex"]) == ("cf", "ex", "hf")
+
+
 def test_unknown_metrics_and_bad_beam_name_the_fix(tmp_path):
   with pytest.raises(ConfigError,
                      match=r"\['hotflip'\]; choose from \('acc', 'cf', 'ex', 'hf', 'exact'\)"):
