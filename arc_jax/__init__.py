@@ -1,6 +1,7 @@
 """arc_jax: certify and train LSTM-family classifiers robust to programmable string perturbations."""
 
-from arc_jax.perturbation import Plan, PlanBuilder, Space, SpecError, Transformation, custom, parse_space
+from arc_jax.perturbation import (Plan, PlanBuilder, Space, SpecError, Transformation, custom,
+                                  parse_space, register_transformation)
 
 __version__ = "0.2.0"
 
@@ -25,4 +26,5 @@ __all__ = [
     "custom",
     "load_run",
     "parse_space",
+    "register_transformation",
 ]

@@ -1,19 +1,15 @@
 """Robustness numbers of a trained run: Acc, CF Acc, EX Acc and HF Acc on a split, under any space.
 
-* ``acc``: the clean prediction (concrete forward pass) equals the label.
-* ``cf``: certified by the ARC DP: no string of S(x) changes the prediction away from y.
-* ``ex``: exhaustive: every string of S(x) is classified y (``arc_jax.attacks``); certified
-  examples count as robust without enumeration unless ``shortcut=False``, which enumerates them
-  too and reports every certified example with a misclassified member (an audit failure).
-* ``hf``: HotFlip: x and the ``beam`` strings of a HotFlip beam search in S(x) are all
-  classified y (``arc_jax.attacks.hotflip_robustness``, REFERENCE.md §8).
-* ``exact`` (LSTM and Bi-LSTM, only when asked for): the complete verifier
-  (``arc_jax.verify``): proved robust by a tree of certified sub-spaces; the results count the
-  proofs, counterexamples and unknowns (budget ``exact_max_nodes`` per example). Where ``ex`` is
-  computed too, every decided example must agree with it.
+The metrics are the functions of :mod:`arc_jax.metrics`, chosen by name (``--metrics``):
+``acc`` (clean accuracy), ``cf`` (certified by the ARC DP), ``ex`` (exhaustive enumeration of
+S(x), trusting or auditing the certificates), ``hf`` (HotFlip beam search) and, for LSTMs and
+Bi-LSTMs when asked for, ``exact`` (the complete verifier, :mod:`arc_jax.verify`).
+:func:`evaluate_run` computes the requested ones in registry order and writes each as
+``results["metrics"][name]``.
 
-Per example, certified ⇒ EX-robust ⇒ HF-robust ⇒ correct (the HotFlip strings are members of
-S(x)), so CF ≤ EX ≤ HF ≤ Acc; every evaluation checks this for the metrics it computes.
+Per example, certified ⇒ (proved ⇒) EX-robust ⇒ HF-robust ⇒ correct (the HotFlip strings are
+members of S(x)), so CF ≤ EX ≤ HF ≤ Acc; every evaluation checks this for the metrics it
+computes (:data:`arc_jax.metrics.ROBUSTNESS_ORDER`).
 
 Denominators are every example of the split. Sentences left empty by the out-of-vocabulary
 policy are kept and classified as the empty input (their S(x) is {x}); the results list them.
@@ -37,7 +33,6 @@ import json
 import logging
 import os
 import re
-import statistics
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -46,29 +41,18 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from arc_jax import metrics as metric_registry
 from arc_jax import parallel
-from arc_jax.data import num_batches
 from arc_jax.data.paths import data_folder
+from arc_jax.metrics import (EXCLUSIONS, METRICS, ROBUSTNESS_ORDER,  # noqa: F401  (re-exported)
+                             _space_size)
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
 from arc_jax.train.config import ConfigError, validate
-from arc_jax.train.experiment import SPLITS, Experiment, build_experiment
+from arc_jax.train.experiment import SPLITS, build_experiment
 from arc_jax.train.export import has_exported_model, load_model
-from arc_jax.train.progress import eval_bar
-from arc_jax.train.steps import (RowsFn, config_optimizer, evaluate_split, init_state,
-                                 make_eval_step, zero_totals)
-from arc_jax.train.tasks import TASKS
-from arc_jax.verify import NOT_ROBUST, UNKNOWN, verify
+from arc_jax.train.steps import config_optimizer, init_state, zero_totals
 
 logger = logging.getLogger(__name__)
-
-METRICS = ("acc", "cf", "ex", "hf", "exact")
-
-ROBUSTNESS_ORDER = ("cf", "exact", "ex", "hf", "acc")
-"""Per example, each metric implies the next: certified ⇒ proved ⇒ EX-robust ⇒ HF-robust ⇒
-correct."""
-
-OPTIONAL_METRICS = {"lstm": ("exact",)}
-"""Metrics a model supports beyond its task's defaults, computed only when named."""
 
 
 class EvaluationError(RuntimeError):
@@ -119,20 +103,12 @@ def load_run(workdir, checkpoint: str = "best"):
   return model, experiment.data.vocab, experiment.space
 
 
-def _row_flags(experiment: Experiment, params: nnx.State, split: str, rows_fn: RowsFn,
-               certify: bool, progress: bool, name: str) -> dict[str, np.ndarray]:
-  """The jitted ``rows_fn`` over ``split`` in eval batches: bool (n,) per key of its output."""
-  task, mesh, size = experiment.task, experiment.mesh, experiment.config.eval_batch_size
-  n = len(experiment.splits[split])
-  batches = task.batches(experiment, split, size, certify=certify)
-  return evaluate_split(make_eval_step(experiment.graphdef, rows_fn, mesh), params,
-                        experiment.rest, batches, n, lambda batch: task.put(batch, mesh),
-                        bar=eval_bar(num_batches(n, size), f"{name} {split}", progress))
-
-
-def _metric(flags: np.ndarray, seconds: float, **extra) -> dict[str, Any]:
-  return {"value": round(float(flags.mean()), 6), "count": int(flags.sum()),
-          "total": len(flags), "seconds": round(seconds, 3), **extra}
+def _entry(robust: np.ndarray, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
+  """A metric's results entry; a ``"seconds"`` in ``extra`` (the metric's own timing) wins."""
+  extra = dict(extra)
+  seconds = extra.pop("seconds", seconds)
+  return {"value": round(float(robust.mean()), 6), "count": int(robust.sum()),
+          "total": len(robust), "seconds": round(seconds, 3), **extra}
 
 
 def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
@@ -148,9 +124,10 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     space: spec of the perturbation space; default the run's ``config.space``.
     split: ``"train"``, ``"validation"`` or ``"test"`` (limited like training by the config's
       ``num_*`` fields).
-    metrics: any of ``"acc"``, ``"cf"``, ``"ex"``, ``"hf"``; default every metric the run's
-      model supports. ``ex`` also computes the certificates it
-      trusts (shortcut) or audits (no shortcut).
+    metrics: names of :data:`arc_jax.metrics.REGISTRY` (``"acc"``, ``"cf"``, ``"ex"``, ``"hf"``,
+      ``"exact"``); default the registry's defaults for the run's model. A metric's ``needs``
+      are computed and reported too (``ex`` computes the certificates it trusts, shortcut, or
+      audits, no shortcut).
     shortcut: trust certificates in ``ex`` (False: enumerate certified examples too).
     checkpoint: ``"best"`` (the selected epoch) or ``"latest"``.
     synonyms, max_candidates: override the run's synonym lexicon (e.g. evaluate on S_review
@@ -170,9 +147,10 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       (``shortcut=False``) an audit failure; the results are in the exception's ``results``
       attribute.
   """
-  unknown = sorted(set(metrics or ()) - set(METRICS))
+  registered = tuple(metric_registry.REGISTRY)
+  unknown = sorted(set(metrics or ()) - set(registered))
   if unknown or (metrics is not None and not metrics):
-    raise ConfigError(f"Unknown metrics {unknown or list(metrics)}; choose from {METRICS}.")
+    raise ConfigError(f"Unknown metrics {unknown or list(metrics)}; choose from {registered}.")
   if split not in SPLITS:
     raise ConfigError(f"Unknown split {split!r}; choose one of {sorted(SPLITS)}.")
   if beam < 1:
@@ -205,77 +183,39 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   config.data_dir = str(data_folder(config.data_dir if recorded else None))
   logger.info("Evaluating the %s checkpoint of %s; data folder %s.", checkpoint,
               run.path.absolute(), config.data_dir)
-  metrics = TASKS[config.model].metrics if metrics is None else metrics
-  unavailable = sorted(set(metrics) - set(TASKS[config.model].metrics)
-                       - set(OPTIONAL_METRICS.get(config.model, ())))
+  if metrics is None:
+    metrics = metric_registry.defaults(config.model)
+  available = metric_registry.available(config.model)
+  unavailable = sorted(set(metrics) - set(available))
   if unavailable:
+    supported = "; ".join(f"{n} supports {', '.join(metric_registry.REGISTRY[n].models)} only"
+                          for n in unavailable)
     raise ConfigError(f"Metrics {unavailable} are not available for {config.model!r} models "
-                      "(the verifier, exact, is implemented for token sequences only); choose "
-                      f"from {TASKS[config.model].metrics}.")
+                      f"({supported}); choose from {available}.")
   experiment = build_experiment(config, mesh)
-  task, mesh = experiment.task, experiment.mesh
+  mesh = experiment.mesh
   parallel.check_batch_size(exhaustive_batch_size, mesh, "exhaustive_batch_size")
   params, meta = _restore(run, experiment, checkpoint)
-  data = experiment.splits[split]
+  context = metric_registry.Context(
+      experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
+      exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
+      progress=progress)
   results: dict[str, Any] = {
       "run": str(run.path), "name": config.name, "model": config.model,
       "checkpoint": {"which": checkpoint, "step": meta["step"],
                      **({"epoch": meta["epoch"]} if "epoch" in meta else {})},
       "split": split, "space": config.space, "synonyms": config.synonyms,
-      "max_candidates": config.max_candidates, "first": first, "examples": len(data),
-      "empty_examples": task.empty_examples(data),
-      "space_size": _space_size(task.space_sizes(experiment, split)), "devices": mesh.size,
-      "metrics": {}}
-  out = results["metrics"]
-  flags = {}
-  if "acc" in metrics:
+      "max_candidates": config.max_candidates, "first": first,
+      "examples": len(experiment.splits[split]),
+      **{key: summary(context) for key, summary in metric_registry.SUMMARIES.items()},
+      "devices": mesh.size, "metrics": {}}
+  for name in metric_registry.with_needs(metrics):
     tic = time.perf_counter()
-    flags["acc"] = _row_flags(experiment, params, split, task.classify_rows, False, progress,
-                              "acc")["correct"]
-    out["acc"] = _metric(flags["acc"], time.perf_counter() - tic)
-  if "cf" in metrics or "ex" in metrics:
-    tic = time.perf_counter()
-    flags["cf"] = _row_flags(experiment, params, split,
-                             task.certify_rows(experiment.space.signature), True, progress,
-                             "cf")["certified"]
-    out["cf"] = _metric(flags["cf"], time.perf_counter() - tic)
-  if "ex" in metrics:
-    tic = time.perf_counter()
-    ex = task.exhaustive(experiment, params, split, flags["cf"], shortcut=shortcut,
-                         batch_size=exhaustive_batch_size, progress=progress)
-    summary = ex.summary()
-    flags["ex"] = ex.robust
-    out["ex"] = _metric(ex.robust, time.perf_counter() - tic, shortcut=shortcut,
-                        enumerated=summary["num_enumerated"],
-                        members_evaluated=summary["members_evaluated"],
-                        audit_failures=summary["audit_failures"])
-  if "hf" in metrics:
-    tic = time.perf_counter()
-    hf = task.hotflip(experiment, params, split, beam=beam, batch_size=config.eval_batch_size,
-                      progress=progress)
-    flags["hf"] = hf.robust
-    out["hf"] = _metric(hf.robust, time.perf_counter() - tic, beam=beam,
-                        counterexamples_found=sum(c is not None for c in hf.counterexamples),
-                        candidates_evaluated=hf.summary()["candidates_evaluated"])
-  if "exact" in metrics:
-    verdicts = verify(experiment.graphdef, (params, experiment.rest), experiment.space,
-                      data.tokens, data.labels, experiment.data.vocab,
-                      max_nodes=exact_max_nodes,
-                      min_replacement_slots=experiment.builder.min_replacement_slots)
-    flags["exact"], flags["exact_refuted"] = verdicts.robust, verdicts.flags(NOT_ROBUST)
-    summary = verdicts.summary()
-    out["exact"] = _metric(verdicts.robust, summary.pop("seconds"), **summary,
-                           max_nodes=exact_max_nodes,
-                           unknown_indices=np.flatnonzero(verdicts.flags(UNKNOWN)).tolist())
-  _check(results, flags)
+    outcome = metric_registry.REGISTRY[name].compute(context)
+    context.flags.update({name: outcome.robust, **outcome.flags})
+    results["metrics"][name] = _entry(outcome.robust, time.perf_counter() - tic, outcome.extra)
+  _check(results, context.flags)
   return results
-
-
-def _space_size(sizes: Sequence[int]) -> dict[str, Any]:
-  """Max, median and mean of |S(x)| (application choices) over the split; ``max`` exact (an int,
-  possibly beyond 2^63), median and mean as floats."""
-  return {"max": max(sizes), "median": float(statistics.median(sizes)),
-          "mean": float(statistics.fmean(sizes)), "counts": "application choices"}
 
 
 def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
@@ -283,15 +223,18 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
 
   ``flags`` maps metric names to bool (n,) per-example outcomes. Each metric present is compared
   with the next one present in :data:`ROBUSTNESS_ORDER` per example (an example counted by the
-  first must be counted by the second), which implies the order of the counts.
+  first must be counted by the second), which implies the order of the counts; each pair of
+  :data:`~arc_jax.metrics.EXCLUSIONS` present must not share an example; and no metric's
+  ``audit_failures`` may be non-empty.
   """
   present = [name for name in ROBUSTNESS_ORDER if name in flags]
   problems = []
-  if "ex" in flags and "exact_refuted" in flags:  # a counterexample of exact is one of EX's
-    broken = np.flatnonzero(flags["exact_refuted"] & flags["ex"])
-    if len(broken):
-      problems.append(f"{len(broken)} example(s) refuted by exact are EX-robust (first indices "
-                      f"{broken[:5].tolist()})")
+  for refuted, robust, meaning in EXCLUSIONS:
+    if refuted in flags and robust in flags:
+      broken = np.flatnonzero(flags[refuted] & flags[robust])
+      if len(broken):
+        problems.append(f"{len(broken)} example(s) {meaning} (first indices "
+                        f"{broken[:5].tolist()})")
   for stronger, weaker in zip(present, present[1:]):
     broken = np.flatnonzero(flags[stronger] & ~flags[weaker])
     if len(broken):
@@ -299,10 +242,11 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
           f"{len(broken)} example(s) pass {stronger} but fail {weaker} ({stronger} "
           f"{int(flags[stronger].sum())}, {weaker} {int(flags[weaker].sum())}; first indices "
           f"{broken[:5].tolist()})")
-  failures = results["metrics"].get("ex", {}).get("audit_failures", [])
-  if failures:
-    problems.append(f"{len(failures)} certified example(s) have a misclassified member (audit "
-                    f"failures; first: {failures[0]})")
+  for entry in results["metrics"].values():
+    failures = entry.get("audit_failures", [])
+    if failures:
+      problems.append(f"{len(failures)} certified example(s) have a misclassified member "
+                      f"(audit failures; first: {failures[0]})")
   if problems:
     error = EvaluationError("Inconsistent robustness numbers: " + "; ".join(problems) + ".")
     error.results = results
@@ -316,8 +260,9 @@ def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
   ``test_Del2Sub2_hf.json``), and an example subset by its size (``test_first100_Sub3.json``),
   so a partial evaluation never overwrites a complete one.
   """
-  held = [m for m in METRICS if m in results["metrics"]]
-  partial = "" if set(held) == set(TASKS[results["model"]].metrics) else "_" + "_".join(held)
+  held = [m for m in metric_registry.REGISTRY if m in results["metrics"]]
+  partial = ("" if set(held) == set(metric_registry.defaults(results["model"]))
+             else "_" + "_".join(held))
   space = re.sub(r"[^A-Za-z0-9]+", "", results["space"])
   subset = "" if results.get("first") is None else f"_first{results['first']}"
   name = f"{results['split']}{subset}_{space}{partial}{'' if shortcut else '_audit'}.json"

@@ -35,15 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import paper  # noqa: E402
 from arc_jax.cli.report import METRICS, model_kind, space_key  # noqa: E402
+from arc_jax.configs import PAPER_SPACES  # noqa: E402  (experiments/configs/paper_rows.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 FIGURES = RESULTS / "figures"
 CONFIGS = ROOT / "experiments" / "configs"
 PYTHON = sys.executable
-SPACES = {"del2sub2": "[(Del,2),(Sub,2)]", "sub2ins2": "[(Sub,2),(Ins,2)]",
-          "del2ins2": "[(Del,2),(Ins,2)]"}
-REVIEW = "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]"
+SPACES = {key: spec for key, spec in PAPER_SPACES.items() if key != "review"}
+REVIEW = PAPER_SPACES["review"]
 GENERATED_BEGIN = "<!-- reproduce.py: generated tables begin -->"
 GENERATED_END = "<!-- reproduce.py: generated tables end -->"
 

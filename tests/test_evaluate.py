@@ -11,6 +11,7 @@ import pytest
 from experiment_scripts import load_script
 
 import arc_jax
+from arc_jax import metrics as metric_registry
 from arc_jax.certify import certify
 from arc_jax.data import paths
 from arc_jax.evaluation import EvaluationError, _check, _space_size, evaluate_run, results_path
@@ -32,7 +33,7 @@ def smoke_config():
 
 
 @requires_data
-def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path):
+def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   run = tmp_path / "run"
   summary = train_and_evaluate(smoke_config(), run)
   assert summary["status"] == "completed" and summary["steps"] == 8
@@ -85,6 +86,16 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path):
   assert exact["exact"]["unknowns"] == 0
   assert exact["exact"]["count"] == exact["exact"]["proofs"] == metrics["ex"]["count"]
   assert exact["exact"]["proofs"] + exact["exact"]["counterexamples"] == 64
+  # A new metric is one registry entry: chosen by name, computed after the metrics it needs
+  # (reported too), with its own keys, and named in the results file.
+  monkeypatch.setitem(metric_registry.REGISTRY, "uncertified", metric_registry.Metric(
+      lambda c: metric_registry.Outcome(c.flags["acc"] & ~c.flags["cf"], {"note": "toy"}),
+      needs=("acc", "cf"), default=False))
+  toy = evaluate_run(run, metrics=["uncertified"], progress=False)
+  assert list(toy["metrics"]) == ["acc", "cf", "uncertified"]
+  assert toy["metrics"]["uncertified"]["count"] == counts[3] - counts[0]
+  assert toy["metrics"]["uncertified"]["note"] == "toy"
+  assert results_path(run, toy, True).name == "test_Del2Sub2_acc_cf_uncertified.json"
 
 
 def flags(**per_example):
@@ -116,10 +127,21 @@ def test_check_catches_a_violated_order_per_example():
     _check(results, flags(**ordered, exact=[1, 0, 0, 0], exact_refuted=[0, 1, 0, 0]))
 
 
+def test_the_registry_gives_each_model_its_metrics_and_what_they_need():
+  assert metric_registry.METRICS == ("acc", "cf", "ex", "hf", "exact")
+  assert metric_registry.defaults("lstm") == metric_registry.defaults("tree_lstm") == (
+      "acc", "cf", "ex", "hf")
+  assert metric_registry.available("lstm")[-1] == "exact"
+  assert "exact" not in metric_registry.available("tree_lstm")
+  assert metric_registry.with_needs(["hf", "ex"]) == ("cf", "ex", "hf")
+
+
 def test_unknown_metrics_and_bad_beam_name_the_fix(tmp_path):
   with pytest.raises(ConfigError,
                      match=r"\['hotflip'\]; choose from \('acc', 'cf', 'ex', 'hf', 'exact'\)"):
     evaluate_run(tmp_path, metrics=["acc", "hotflip"])
+  with pytest.raises(ConfigError, match=r"^Unknown metrics \['space_size'\]; choose from .*\.$"):
+    evaluate_run(tmp_path, metrics=["space_size"])  # a summary every results file has
   with pytest.raises(ConfigError, match=r"beam=0: .* pass beam >= 1 \(--beam"):
     evaluate_run(tmp_path, metrics=["hf"], beam=0)
   with pytest.raises(ConfigError, match=r"first=0: evaluate at least one example; pass --first N"):

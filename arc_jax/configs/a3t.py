@@ -8,7 +8,8 @@ row's λ_max; the best epoch by dev certified accuracy under the whole space (AR
 baseline is selected as ARC's rows are.
 """
 
-from arc_jax.train.config import ConfigError, sst2_row_config
+from arc_jax.configs import sst2_row_config
+from arc_jax.train.config import ConfigError
 
 LAMBDA_MAX = {"del2sub2": 0.5, "sub2ins2": 0.6}
 

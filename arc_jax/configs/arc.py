@@ -6,7 +6,7 @@
 S_review uses every PPDB candidate (the original's S_review run, §10.5).
 """
 
-from arc_jax.train.config import sst2_row_config
+from arc_jax.configs import sst2_row_config
 
 LAMBDA_MAX = {
     "lstm,del2sub2": 0.5, "lstm,sub2ins2": 0.6, "lstm,del2ins2": 0.9, "lstm,review": 0.8,

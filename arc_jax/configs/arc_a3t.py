@@ -11,7 +11,8 @@ accuracy under the whole space. Evaluating each run under δ = 1..3 gives the tw
 (``experiments/arc_a3t_delta.py``).
 """
 
-from arc_jax.train.config import ConfigError, sst2_row_config
+from arc_jax.configs import sst2_row_config
+from arc_jax.train.config import ConfigError
 
 FIRST = {"del2sub2": "Del", "sub2ins2": "Ins"}
 LAMBDA_MAX = {"del2sub2": 0.5, "sub2ins2": 0.6}

@@ -10,7 +10,8 @@ The paper reports no attention numbers, so there is no target to compare with.
 import importlib.util
 from pathlib import Path
 
-from arc_jax.train.config import ConfigError, sst2_row_config
+from arc_jax.configs import sst2_row_config
+from arc_jax.train.config import ConfigError
 
 SPACES = ("del2sub2", "sub2ins2", "del2ins2")
 

@@ -8,7 +8,7 @@ accuracy (on the clean dev set; the original measured it on dev plus HotFlip dev
 attacks with every PPDB candidate, the same S_review as the ARC row certifies.
 """
 
-from arc_jax.train.config import baseline_row_config
+from arc_jax.configs import baseline_row_config
 
 
 def get_config(arg: str = "lstm,del2sub2"):

@@ -17,7 +17,8 @@ frozen vectors (results/README.md): ARC ``del2sub2`` test Acc 46.5 / CF 28.0 tra
 gives the frozen variant.
 """
 
-from arc_jax.train.config import PAPER_SPACES, default_config
+from arc_jax.configs import PAPER_SPACES
+from arc_jax.train.config import default_config
 
 LAMBDA_MAX = {"del2sub2": 0.07, "sub2ins2": 0.06, "del2ins2": 0.07}
 ROWS = ("normal",) + tuple(f"{method},{space}" for method in ("arc", "augment", "hotflip")

@@ -200,7 +200,7 @@ class Space:
 # ---------------------------------------------------------------------------------------------
 # Spec strings.
 
-_TOKEN = re.compile(r"\s*(?:(?P<punct>[\[\](),])|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<int>-?\d+(?:\.\d*)?))")
+_TOKEN = re.compile(rf"\s*(?:(?P<punct>[\[\](),])|(?P<name>{tr.NAME_PATTERN})|(?P<int>-?\d+(?:\.\d*)?))")
 
 STANDARD_NAMES = tr.STANDARD_NAMES
 
@@ -216,12 +216,14 @@ def standard_transformation(
     stopwords: Collection[str] | None = None,
     custom: Mapping[str, tr.Transformation] | None = None,
 ) -> tr.Transformation:
-  """The transformation called ``name`` (a standard one, or one of ``custom``)."""
+  """The transformation called ``name``: one of ``custom``, a registered one
+  (:func:`~arc_jax.perturbation.transformations.register_transformation`) or a standard one."""
   custom = dict(custom or {})
   reused = sorted(set(custom) & set(STANDARD_NAMES))
   if reused:
     raise ValueError(f"custom={{{reused[0]!r}: ...}} reuses the name of a standard transformation; "
                      f"register yours under another name (e.g. 'My{reused[0]}').")
+  custom = {**tr.REGISTERED, **custom}
   if name in custom:
     return custom[name]
   if name == "Del":
@@ -258,8 +260,8 @@ def parse_space(
     spec: the spec string.
     synonyms: word → candidate words, required by ``Sub``.
     stopwords: words ``Del`` may delete (default: :data:`STOP_WORDS`).
-    custom: extra transformations by name (standard names are refused: a spec that says Ins
-      means the library's Ins everywhere).
+    custom: extra transformations by name, besides the registered ones (standard names are
+      refused: a spec that says Ins means the library's Ins everywhere).
 
   Raises:
     SpecError: malformed syntax (with the character position), a negative budget or a

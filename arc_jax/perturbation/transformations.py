@@ -19,13 +19,16 @@ Trans4     1→2    repeat "!" or "?"
 User transformations come from two Python callables with :func:`custom`. They must not reuse a
 standard name (:data:`STANDARD_NAMES`): a spec string, a training config or a results table that
 says ``Ins`` means the library's Ins, so a user transformation under that name is refused where it
-is made, with a one-line error asking for another name.
+is made, with a one-line error asking for another name. :func:`register_transformation` makes one
+usable by name in every spec string (``parse_space``, ``config.space`` for training, evaluation
+and the command line; a config reaches a registering module through ``config.plugins``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from typing import Callable, Collection, Mapping, Sequence
 
 Tokens = tuple[str, ...]
@@ -34,6 +37,12 @@ ReplaceFn = Callable[[Tokens], Collection[Tokens]]
 
 STANDARD_NAMES = ("Del", "Ins", "Dup", "Sub", "Trans1", "Trans2", "Trans3", "Trans4")
 """Names reserved for the standard library (the table above)."""
+
+NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*"
+"""The transformation names a spec string can hold."""
+
+REGISTERED: dict[str, Transformation] = {}
+"""User transformations by name (:func:`register_transformation`), usable in every spec string."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +150,39 @@ def custom(name: str, s: int, t: int, match: MatchFn, replace: ReplaceFn) -> Tra
     swap = custom("Swap", 2, 2, match=lambda w: w[0] != w[1], replace=lambda w: [(w[1], w[0])])
   """
   return Transformation(name=name, s=s, t=t, match=match, replace=replace)
+
+
+def register_transformation(name: str, transformation: Transformation) -> Transformation:
+  """Makes ``transformation`` usable as ``name`` in every spec string, e.g. ``[(Swap,1),(Sub,2)]``
+  in :func:`~arc_jax.perturbation.parse_space` and in ``config.space`` (training, evaluation,
+  the command line). Returns it.
+
+  A module that registers on import reaches training and evaluation through
+  ``config.plugins`` (comma-separated module names, imported when the config is validated)::
+
+    # mypkg/transforms.py
+    register_transformation("Swap", custom("Swap", 2, 2, match=lambda w: w[0] != w[1],
+                                           replace=lambda w: [(w[1], w[0])]))
+
+  Raises:
+    ValueError: ``name`` is a standard name, already registered, not a name a spec string can
+      hold, or not ``transformation.name``.
+  """
+  call = f"register_transformation({name!r}, ...)"
+  if name in STANDARD_NAMES:
+    raise ValueError(f"{call}: {name!r} is the name of a standard transformation; register "
+                     f"yours under another name (e.g. 'My{name}').")
+  if name in REGISTERED:
+    raise ValueError(f"{call}: {name!r} is already registered; register yours under another "
+                     "name (or register once, when its module is first imported).")
+  if not re.fullmatch(NAME_PATTERN, name):
+    raise ValueError(f"{call}: a spec string cannot hold the name {name!r}; use letters, "
+                     "digits and _ (not first a digit).")
+  if not isinstance(transformation, Transformation) or transformation.name != name:
+    raise ValueError(f"{call}: expected a Transformation named {name!r} (arc_jax.custom("
+                     f"{name!r}, s, t, match, replace)), got {transformation!r}.")
+  REGISTERED[name] = transformation
+  return transformation
 
 
 def delete_stop_words(stopwords: Collection[str]) -> Transformation:

@@ -1,15 +1,17 @@
-"""The training configuration: every field, its default and its meaning.
+"""The training configuration: every field, its default and its meaning; validation; run names.
 
 Experiment configs (``experiments/configs/*.py``) start from :func:`default_config` and change
 values only, so every run directory's ``config.json`` has the same keys. The defaults are the
 original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (REFERENCE.md §7.1, §10.2). A field
 added later defaults to what runs did before it existed, so older run directories read with
-:func:`with_defaults` mean what they meant.
+:func:`with_defaults` mean what they meant. The paper's rows are configs
+(:mod:`arc_jax.configs`, ``experiments/configs/``), not part of the schema.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import re
 
 import ml_collections
@@ -22,17 +24,14 @@ from arc_jax.train.methods import METHODS
 from arc_jax.train.steps import OPTIMIZERS
 from arc_jax.train.tasks import TASKS
 
-PAPER_SPACES = {
+SPACE_NAMES = {
     "del2sub2": "[(Del,2),(Sub,2)]",
     "sub2ins2": "[(Sub,2),(Ins,2)]",
     "del2ins2": "[(Del,2),(Ins,2)]",
     "review": "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]",
 }
-"""The SST-2 spaces of the paper's LSTM tables (S_review last), by config key."""
-
-SST2_ROWS = tuple((model, space) for model in ("lstm", "bilstm") for space in PAPER_SPACES
-                  if (model, space) != ("bilstm", "review"))
-"""(model, space key) of every row of the paper's SST-2 LSTM tables; S_review is LSTM only."""
+"""Short names of spaces in run names (:func:`space_key`): the paper's SST-2 spaces (S_review
+last), which its configs select by these keys (:data:`arc_jax.configs.PAPER_SPACES`)."""
 
 RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every", "data_dir")
 """Fields that may differ when an unfinished run is resumed: they steer the process, not the
@@ -61,6 +60,8 @@ FIELD_HELP = {
     "space": "perturbation space certified (arc), sampled (augment), attacked (hotflip) and "
              "reported on dev, e.g. [(Del,2),(Sub,2)]",
     "allow_large_space": "accept a space whose DP would need more than 4 GiB per batch",
+    "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
+               "ones that register transformations for config.space (register_transformation)",
     "bidirectional": "Bi-LSTM instead of LSTM",
     "pooling": "final (last state) or mean over positions",
     "hidden": "LSTM (Tree-LSTM) hidden units",
@@ -82,6 +83,11 @@ FIELD_HELP = {
     "eps_max": "hull scale ε after the ramp",
     "robust_loss": "worst_case or max_of_means (the original's binary loss)",
     "early_stopping": "stop after N epochs without dev improvement (0: never)",
+    "abstracted": "arc_a3t / a3t: transformations of config.space abstracted by the DP "
+                  "(comma-separated names, e.g. Del); the others are augmented",
+    "augment_search": "arc_a3t / a3t: how the augmented part is explored: enumerate or hotflip",
+    "augment_members": "arc_a3t / a3t: members of the augmented part each example trains on "
+                       "besides x",
     "seed": "seed of parameters, dropout and data order",
     "eval_batch_size": "examples per evaluation batch (a multiple of the devices)",
     "log_every": "steps per metrics.jsonl line",
@@ -116,6 +122,9 @@ def default_config() -> ml_collections.ConfigDict:
   # The perturbation space certified (ARC), sampled (augment) and reported on dev.
   c.space = "[(Del,2),(Sub,2)]"
   c.allow_large_space = False  # see SPACE_MEMORY_LIMIT
+  # Modules imported before anything else (import_plugins), e.g. "mypkg.transforms" registering
+  # transformations that config.space names (arc_jax.register_transformation).
+  c.plugins = ""
 
   # Model (arc_jax.nn.LSTMClassifier; the Tree-LSTM uses hidden and dropout_rate only).
   c.bidirectional = False
@@ -164,52 +173,16 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
-def sst2_row_config(method: str, row: str) -> ml_collections.ConfigDict:
-  """:func:`default_config` for ``method`` on one row of the paper's SST-2 LSTM tables.
-
-  Sets the method, the run name ``<method>_<model>_<space>``, the architecture and the space;
-  S_review rows use every PPDB candidate (``max_candidates=0``), as the original's S_review ARC
-  run (REFERENCE.md §10.5). Method-specific fields (λ_max, early stopping) are the caller's.
-
-  Args:
-    method: a key of ``METHODS``.
-    row: ``"MODEL,SPACE"``: MODEL ``lstm`` or ``bilstm``, SPACE a key of ``PAPER_SPACES``
-      (``review`` with ``lstm`` only).
-  """
-  model, _, space = row.partition(",")
-  if (model, space) not in SST2_ROWS:
-    raise ConfigError(f"No {method} row {row!r}; choose one of: "
-                      f"{', '.join(f'{m},{s}' for m, s in SST2_ROWS)}.")
-  c = default_config()
-  c.name = f"{method}_{model}_{space}"
-  c.method = method
-  c.bidirectional = model == "bilstm"
-  c.space = PAPER_SPACES[space]
-  if space == "review":
-    c.max_candidates = 0
-  return c
-
-
-def baseline_row_config(method: str, row: str) -> ml_collections.ConfigDict:
-  """:func:`sst2_row_config` for an uncertified baseline (data augmentation, HotFlip): λ_max 0,
-  and early stopping after 5 epochs without dev improvement (the original's
-  ``--early-stopping 5``, REFERENCE.md §10.2)."""
-  c = sst2_row_config(method, row)
-  c.lambda_max = 0.0
-  c.early_stopping = 5
-  return c
-
-
 NAME_FIELDS = ("method", "model", "bidirectional", "dataset", "space")
 """The fields a run name stands for (:func:`derived_name`)."""
 
 
 def space_key(spec: str) -> str:
-  """A space's short name: the key of ``PAPER_SPACES`` it equals up to order (``del2sub2``),
+  """A space's short name: the key of :data:`SPACE_NAMES` it equals up to order (``del2sub2``),
   else its transformations and budgets in lower case (``"[(Del,50),(Sub,50)]"`` → ``del50sub50``)."""
   pairs = re.compile(r"\(\s*(\w+)\s*,\s*(\d+)\s*\)").findall
-  for key, paper in PAPER_SPACES.items():
-    if sorted(pairs(paper)) == sorted(pairs(spec)):
+  for key, named in SPACE_NAMES.items():
+    if sorted(pairs(named)) == sorted(pairs(spec)):
       return key
   return "".join(f"{name.lower()}{delta}" for name, delta in pairs(spec)) or "space"
 
@@ -262,12 +235,27 @@ def _check_space_size(space, config: ml_collections.ConfigDict) -> None:
         "--config.allow_large_space=True to try anyway.")
 
 
+def import_plugins(config: ml_collections.ConfigDict) -> None:
+  """Imports the modules of ``config.plugins`` (comma-separated), e.g. ones that register
+  transformations on import (:func:`arc_jax.register_transformation`); :func:`validate` calls
+  it first, so a run's plugins are loaded wherever its config is checked (training, evaluation,
+  :func:`arc_jax.load_run`)."""
+  for name in filter(None, (n.strip() for n in config.plugins.split(","))):
+    try:
+      importlib.import_module(name)
+    except ImportError as error:
+      raise ConfigError(f"config.plugins: cannot import {name!r} ({error}); install it or put "
+                        "its folder on PYTHONPATH.") from None
+
+
 def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> None:
   """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings.
 
-  ``training=False`` (evaluating a trained run, possibly under another space) skips the
-  method's own checks (:attr:`Method.check`), which concern how it trains.
+  Imports ``config.plugins`` first (:func:`import_plugins`). ``training=False`` (evaluating a
+  trained run, possibly under another space) skips the method's own checks
+  (:attr:`Method.check`), which concern how it trains.
   """
+  import_plugins(config)
   if config.method not in METHODS:
     raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
                       f"{sorted(METHODS)}.")

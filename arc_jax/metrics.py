@@ -1,0 +1,224 @@
+"""The robustness metrics of an evaluation (:func:`arc_jax.evaluation.evaluate_run`), one function
+each, registered by name in :data:`REGISTRY`.
+
+Every metric is a function ``(Context) -> Outcome``: it reads the run's experiment, parameters,
+split and options from the :class:`Context` (and the per-example outcomes of the metrics computed
+before it, ``context.flags``) and returns which examples it counts (``robust``), the extra keys
+of its results entry and any further per-example flags for the consistency check
+(:data:`ROBUSTNESS_ORDER`, :data:`EXCLUSIONS`; an entry's non-empty ``audit_failures`` fails it
+too). The evaluator times the call and writes the entry
+``{"value", "count", "total", "seconds", **extra}`` under ``results["metrics"][name]``.
+
+Adding a metric is one function here and one :class:`Metric` line in :data:`REGISTRY` (its place
+in :data:`ROBUSTNESS_ORDER` or :data:`EXCLUSIONS` when it implies or excludes another);
+``--metrics``, the defaults, the availability per model and the results file names follow from
+the registry.
+
+The per-split summaries (:data:`SUMMARIES`: ``empty_examples``, ``space_size``) take the same
+:class:`Context` and give a JSON value at the top level of the results; they are always computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+from flax import nnx
+
+from arc_jax.data import num_batches
+from arc_jax.train.progress import eval_bar
+from arc_jax.train.steps import RowsFn, evaluate_split, make_eval_step
+from arc_jax.verify import NOT_ROBUST, UNKNOWN, verify
+
+if TYPE_CHECKING:
+  from arc_jax.train.experiment import Experiment
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+  """What every metric sees: the run, the split and the evaluation's options.
+
+  Attributes:
+    experiment: the run's data, model and task (:func:`arc_jax.train.build_experiment`).
+    params: the restored parameters.
+    split: ``"train"``, ``"validation"`` or ``"test"``.
+    flags: bool (n,) per-example outcomes of the metrics computed so far, by name (filled in by
+      the evaluator in :data:`REGISTRY` order, so a metric sees those it ``needs``).
+    shortcut: ``ex`` trusts certificates (False: enumerates and audits them).
+    beam: HotFlip beam width of ``hf``.
+    exhaustive_batch_size: rows per predictor call in ``ex``.
+    exact_max_nodes: sub-spaces ``exact`` may certify per example before it gives up.
+    progress: progress bars.
+  """
+  experiment: Experiment
+  params: nnx.State
+  split: str
+  flags: dict[str, np.ndarray]
+  shortcut: bool = True
+  beam: int = 5
+  exhaustive_batch_size: int = 256
+  exact_max_nodes: int = 4096
+  progress: bool = True
+
+
+class Outcome(NamedTuple):
+  """A metric's result: ``robust`` bool (n,) (the examples it counts), ``extra`` keys of its
+  results entry (a ``"seconds"`` here replaces the evaluator's timing), ``flags`` further bool
+  (n,) outcomes for :data:`ROBUSTNESS_ORDER`'s check."""
+  robust: np.ndarray
+  extra: dict[str, Any] = {}
+  flags: dict[str, np.ndarray] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+  """A registered metric.
+
+  Attributes:
+    compute: the function.
+    needs: metrics computed (and reported) before it whenever it is asked for.
+    models: the ``config.model`` values it supports (None: every model).
+    default: computed when no metrics are named (else only when asked for).
+  """
+  compute: Callable[[Context], Outcome]
+  needs: tuple[str, ...] = ()
+  models: tuple[str, ...] | None = None
+  default: bool = True
+
+
+def _row_flags(context: Context, rows_fn: RowsFn, certify: bool,
+               name: str) -> dict[str, np.ndarray]:
+  """The jitted ``rows_fn`` over the split in eval batches: bool (n,) per key of its output."""
+  experiment, split = context.experiment, context.split
+  task, mesh, size = experiment.task, experiment.mesh, experiment.config.eval_batch_size
+  n = len(experiment.splits[split])
+  batches = task.batches(experiment, split, size, certify=certify)
+  return evaluate_split(make_eval_step(experiment.graphdef, rows_fn, mesh), context.params,
+                        experiment.rest, batches, n, lambda batch: task.put(batch, mesh),
+                        bar=eval_bar(num_batches(n, size), f"{name} {split}", context.progress))
+
+
+def accuracy(context: Context) -> Outcome:
+  """``acc``: the clean prediction (concrete forward pass) equals the label."""
+  return Outcome(_row_flags(context, context.experiment.task.classify_rows, False,
+                            "acc")["correct"])
+
+
+def certified(context: Context) -> Outcome:
+  """``cf``: certified by the ARC DP: no string of S(x) changes the prediction away from y."""
+  experiment = context.experiment
+  rows_fn = experiment.task.certify_rows(experiment.space.signature)
+  return Outcome(_row_flags(context, rows_fn, True, "cf")["certified"])
+
+
+def exhaustive(context: Context) -> Outcome:
+  """``ex``: every string of S(x) is classified y (:mod:`arc_jax.attacks.exhaustive`);
+  certified examples (``cf``) count without enumeration unless ``shortcut=False``, which
+  enumerates them too and lists every certified example with a misclassified member."""
+  experiment = context.experiment
+  ex = experiment.task.exhaustive(experiment, context.params, context.split,
+                                  context.flags["cf"], shortcut=context.shortcut,
+                                  batch_size=context.exhaustive_batch_size,
+                                  progress=context.progress)
+  summary = ex.summary()
+  return Outcome(ex.robust, {"shortcut": context.shortcut,
+                             "enumerated": summary["num_enumerated"],
+                             "members_evaluated": summary["members_evaluated"],
+                             "audit_failures": summary["audit_failures"]})
+
+
+def hotflip(context: Context) -> Outcome:
+  """``hf``: x and the ``beam`` strings of a HotFlip beam search in S(x) are all classified y
+  (:func:`arc_jax.attacks.hotflip_robustness`); ``eval_batch_size`` examples search together."""
+  experiment = context.experiment
+  hf = experiment.task.hotflip(experiment, context.params, context.split, beam=context.beam,
+                               batch_size=experiment.config.eval_batch_size,
+                               progress=context.progress)
+  return Outcome(hf.robust, {
+      "beam": context.beam,
+      "counterexamples_found": sum(c is not None for c in hf.counterexamples),
+      "candidates_evaluated": hf.summary()["candidates_evaluated"]})
+
+
+def exact(context: Context) -> Outcome:
+  """``exact`` (token sequences): the complete verifier (:mod:`arc_jax.verify`): proved robust
+  by a tree of certified sub-spaces; counts proofs, counterexamples and unknowns (budget
+  ``exact_max_nodes`` per example). Its counterexamples (``exact_refuted``) must fail ``ex``."""
+  experiment = context.experiment
+  data = experiment.splits[context.split]
+  verdicts = verify(experiment.graphdef, (context.params, experiment.rest), experiment.space,
+                    data.tokens, data.labels, experiment.data.vocab,
+                    max_nodes=context.exact_max_nodes,
+                    min_replacement_slots=experiment.builder.min_replacement_slots)
+  summary = verdicts.summary()
+  return Outcome(verdicts.robust, {
+      "seconds": summary.pop("seconds"), **summary, "max_nodes": context.exact_max_nodes,
+      "unknown_indices": np.flatnonzero(verdicts.flags(UNKNOWN)).tolist()},
+      {"exact_refuted": verdicts.flags(NOT_ROBUST)})
+
+
+REGISTRY: dict[str, Metric] = {
+    "acc": Metric(accuracy),
+    "cf": Metric(certified),
+    "ex": Metric(exhaustive, needs=("cf",)),
+    "hf": Metric(hotflip),
+    "exact": Metric(exact, models=("lstm",), default=False),
+}
+"""Every metric by name, in the order they are computed and reported."""
+
+METRICS = tuple(REGISTRY)
+
+ROBUSTNESS_ORDER = ("cf", "exact", "ex", "hf", "acc")
+"""Per example, each metric implies the next: certified ⇒ proved ⇒ EX-robust ⇒ HF-robust ⇒
+correct."""
+
+EXCLUSIONS = (("exact_refuted", "ex", "refuted by exact are EX-robust"),)
+"""(flag, metric, what a violation means): per example, the flag excludes the metric (a
+counterexample of ``exact`` is one of ``ex``'s)."""
+
+
+def available(model: str) -> tuple[str, ...]:
+  """The metrics a ``config.model`` supports."""
+  return tuple(n for n, m in REGISTRY.items() if m.models is None or model in m.models)
+
+
+def defaults(model: str) -> tuple[str, ...]:
+  """The metrics computed for a ``config.model`` when none are named."""
+  return tuple(n for n in available(model) if REGISTRY[n].default)
+
+
+def with_needs(names: Sequence[str]) -> tuple[str, ...]:
+  """``names`` and the metrics they need, in :data:`REGISTRY` order."""
+  wanted = set(names)
+  for name in names:
+    wanted.update(REGISTRY[name].needs)
+  return tuple(n for n in REGISTRY if n in wanted)
+
+
+def _space_size(sizes: Sequence[int]) -> dict[str, Any]:
+  """Max, median and mean of |S(x)| (application choices) over the split; ``max`` exact (an int,
+  possibly beyond 2^63), median and mean as floats."""
+  return {"max": max(sizes), "median": float(statistics.median(sizes)),
+          "mean": float(statistics.fmean(sizes)), "counts": "application choices"}
+
+
+def space_size(context: Context) -> dict[str, Any]:
+  """``space_size``: :func:`_space_size` of the split's |S(x)| (``Space.count`` /
+  ``TreeSpace.count``)."""
+  return _space_size(context.experiment.task.space_sizes(context.experiment, context.split))
+
+
+def empty_examples(context: Context) -> dict[str, Any]:
+  """``empty_examples``: the sentences left empty by the out-of-vocabulary policy (classified
+  as the empty input, S(x) = {x}), and the policy."""
+  experiment = context.experiment
+  return experiment.task.empty_examples(experiment.splits[context.split])
+
+
+SUMMARIES: dict[str, Callable[[Context], Any]] = {
+    "empty_examples": empty_examples,
+    "space_size": space_size,
+}
+"""The per-split summaries, by their key at the top level of the results."""
