@@ -4,8 +4,7 @@
 Every number the paper reports is a *cell* here (:func:`cells`): a table, a row, a column, the
 training run that makes its model, and the evaluations that measure it. ``--list`` shows each
 cell's state: ``done`` (every results file exists), ``running`` (a process trains or evaluates
-its run now), ``missing`` (what is left, with an estimated time) or ``blocked`` (a capability
-the code does not have yet, named with the branch that builds it).
+its run now) or ``missing`` (what is left, with an estimated time).
 
 Without ``--list`` the driver works through the selected cells: it trains each missing run in
 ``--runs-dir`` (resuming an interrupted one), exports it into ``results/<run>/`` (the kept model,
@@ -29,7 +28,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -48,55 +46,6 @@ GENERATED_BEGIN = "<!-- reproduce.py: generated tables begin -->"
 GENERATED_END = "<!-- reproduce.py: generated tables end -->"
 
 
-# --------------------------------------------------------------------------- capabilities
-
-def _text(relative: str) -> str:
-  path = ROOT / relative
-  return path.read_text() if path.exists() else ""
-
-
-def _config_row_exists(file: str, arg: str) -> bool:
-  """Whether ``experiments/configs/<file>`` exists and accepts the row ``arg``."""
-  path = CONFIGS / file
-  if not path.exists():
-    return False
-  import importlib.util  # noqa: PLC0415
-  spec = importlib.util.spec_from_file_location(f"_config_{path.stem}", path)
-  module = importlib.util.module_from_spec(spec)
-  try:
-    spec.loader.exec_module(module)
-    module.get_config(arg)
-  except Exception:  # noqa: BLE001  (an unknown row: the capability is not there yet)
-    return False
-  return True
-
-
-def _tree_hf() -> bool:
-  from arc_jax.train.tasks import TASKS  # noqa: PLC0415  (existing code)
-  return "hf" in TASKS["tree_lstm"].metrics
-
-
-@dataclasses.dataclass(frozen=True)
-class Capability:
-  """Something a cell needs that the code may not have yet; ``check`` looks without importing
-  unbuilt code (a config file, a registry, a command-line option)."""
-  name: str
-  branch: str
-  check: Callable[[], bool]
-
-
-CAPABILITIES = {c.name: c for c in (
-    Capability("tree HotFlip training", "treehf",
-               lambda: _config_row_exists("tree.py", "hotflip,del2sub2")),
-    Capability("tree HF metric", "treehf", _tree_hf),
-    Capability("--first N", "treehf", lambda: "--first" in _text("experiments/evaluate.py")),
-    Capability("space-size metric", "treehf",
-               lambda: bool(re.search(r"space_size|max_size", _text("arc_jax/evaluation.py")))),
-    Capability("A3T training", "a3t", lambda: (CONFIGS / "a3t.py").exists()),
-    Capability("ARC-A3T training", "a3t", lambda: (CONFIGS / "arc_a3t.py").exists()),
-)}
-
-
 # --------------------------------------------------------------------------- cells
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +60,6 @@ class Run:
   overrides: tuple[str, ...] = ()
   gpu: bool = False
   minutes: float = 10
-  needs: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,9 +70,8 @@ class Evaluation:
   space: str
   metrics: tuple[str, ...]
   max_candidates: int | None = None  # None: the run's lexicon
-  first: int | None = None  # the first N test examples (needs "--first N")
+  first: int | None = None  # the first N test examples
   minutes: float = 3
-  needs: tuple[str, ...] = ()
 
   def args(self) -> list[str]:
     args = ["--space", self.space, "--metrics", ",".join(self.metrics), "--no-progress"]
@@ -171,9 +118,8 @@ def table2_run(arch: str, method: str, space: str) -> Run:
   minutes = TRAIN_MINUTES[arch, method]
   if arch == "tree":
     arg = "normal" if method == "normal" else f"{method},{space}"
-    needs = ("tree HotFlip training",) if method == "hotflip" else ()
     name = "normal_tree" if method == "normal" else f"{method}_tree_{space}"
-    return Run(name, f"tree.py:{arg}", gpu=method == "arc", minutes=minutes, needs=needs)
+    return Run(name, f"tree.py:{arg}", gpu=method == "arc", minutes=minutes)
   if method == "normal":
     return Run(f"normal_{arch}", f"normal.py:{arch}", minutes=minutes)
   return Run(f"{method}_{arch}_{space}", f"{method}.py:{arch},{space}", gpu=method == "arc",
@@ -188,7 +134,7 @@ def lstm_evaluations(run: Run, space: str, *, max_candidates=None, minutes=3, ex
 
 def tree_evaluations(run: Run, space: str) -> tuple[Evaluation, ...]:
   return (Evaluation(run, space, ("acc", "cf", "ex"), minutes=6),
-          Evaluation(run, space, ("hf",), minutes=10, needs=("tree HF metric",)))
+          Evaluation(run, space, ("hf",), minutes=10))
 
 
 def _paper4(values) -> dict[str, float | None]:
@@ -213,10 +159,12 @@ def cells() -> list[Cell]:
     out.append(Cell("Table 3", f"LSTM {METHODS[method]}", "S_review",
                     lstm_evaluations(run, REVIEW, max_candidates=0, minutes=10),
                     _paper4(paper.TABLES_2_3[("lstm", method, space_key(REVIEW))])))
-  for space_arg in ("del2sub2", "sub2ins2"):  # Table 4: A3T (CNN) beside the ARC LSTM
+  # Table 4: A3T beside the ARC LSTM. The paper trained A3T on a CNN; arc_jax has no CNN, so A3T
+  # trains the same LSTM as ARC (its certified part runs ARC's DP: a GPU run like ARC's).
+  for space_arg in ("del2sub2", "sub2ins2"):
     space = SPACES[space_arg]
-    a3t = Run(f"a3t_cnn_{space_arg}", f"a3t.py:{space_arg}", minutes=30, needs=("A3T training",))
-    out.append(Cell("Table 4", "A3T (HotFlip) CNN", space, lstm_evaluations(a3t, space),
+    a3t = Run(f"a3t_lstm_{space_arg}", f"a3t.py:{space_arg}", gpu=True, minutes=20)
+    out.append(Cell("Table 4", "A3T (HotFlip) LSTM (paper: CNN)", space, lstm_evaluations(a3t, space),
                     _paper4(paper.TABLE_4_A3T[space_key(space)])))
     arc = table2_run("lstm", "arc", space_arg)
     out.append(Cell("Table 4", "ARC LSTM", space, lstm_evaluations(arc, space),
@@ -232,8 +180,7 @@ def cells() -> list[Cell]:
     space = f"[(Ins,{delta}),(Sub,{delta})]"
     evaluations = lstm_evaluations(arc_ins, space, ex=delta <= 3,
                                    minutes={1: 5, 2: 40, 3: 240, 4: 15, 5: 20}[delta])
-    evaluations += (Evaluation(arc_ins, space, ("size",), minutes=5,
-                               needs=("space-size metric",)),)
+    evaluations += (Evaluation(arc_ins, space, ("size",), minutes=5),)
     cf = paper.DELTA_FIGURE_TEXT["cf_at_delta_5"] if delta == 5 else None
     out.append(Cell("δ figure", "ARC LSTM [(Ins,2),(Sub,2)]", f"δ={delta}", evaluations,
                     {"cf": cf} if cf else {}))
@@ -244,16 +191,14 @@ def cells() -> list[Cell]:
                   lstm_evaluations(sub3, "[(Sub,3)]", minutes=10), _paper4(paper.SUB3_HUANG)))
   for method, run in (("arc", sub3), ("normal", table2_run("lstm", "normal", ""))):
     out.append(Cell("[(Sub,3)]", f"LSTM {METHODS[method]} (vs POPQORN)", "first 100",
-                    (Evaluation(run, "[(Sub,3)]", ("acc", "cf"), first=100, minutes=1,
-                                needs=("--first N",)),),
+                    (Evaluation(run, "[(Sub,3)]", ("acc", "cf"), first=100, minutes=1),),
                     {"cf": paper.SUB3_FIRST_100_CF[method]}))
   for space_arg, first in (("del2sub2", "Del"), ("sub2ins2", "Ins")):  # ARC-A3T
     space = SPACES[space_arg]
     models = {"arc": table2_run("lstm", "arc", space_arg)}
-    for part in ("first", "second"):
-      models[f"abs_{part}"] = Run(f"arc_a3t_lstm_{space_arg}_abs_{part}",
-                                  f"arc_a3t.py:{space_arg},abs_{part}", gpu=True, minutes=20,
-                                  needs=("ARC-A3T training",))
+    for part, abstracted in (("first", first), ("second", "Sub")):
+      models[f"abs_{part}"] = Run(f"arc_a3t_lstm_{space_arg}_abs_{abstracted.lower()}",
+                                  f"arc_a3t.py:{space_arg},{part}", gpu=True, minutes=20)
     for label, run in models.items():
       values = paper.ARC_A3T[(label, space_key(space))]
       out.append(Cell("ARC-A3T table", f"LSTM {label}", space,
@@ -312,7 +257,7 @@ def _active_workdirs(runs_dir: Path) -> set[str]:
 
 @dataclasses.dataclass
 class State:
-  state: str  # done / running / missing / blocked
+  state: str  # done / running / missing
   detail: str
   minutes: float = 0.0
 
@@ -321,44 +266,27 @@ def kept(run: Run) -> bool:
   return (RESULTS / run.name / "model" / "meta.json").exists()
 
 
-def cell_state(cell: Cell, runs_dir: Path, active: set[str], capability: Callable) -> State:
+def cell_state(cell: Cell, runs_dir: Path, active: set[str]) -> State:
   """The cell's state. Results of a run whose model is not kept (runs committed before models
   were) do not count as done: the run is trained again so that its model is kept."""
   pending = [e for e in cell.evaluations if not (kept(e.run) and find_result(e) is not None)]
   if not pending:
     return State("done", "")
-  blocked = {e: sorted(n for n in e.needs + e.run.needs if not capability(n)) for e in pending}
-  reasons = "; ".join(f"{n}: not built (branch {CAPABILITIES[n].branch})"
-                      for n in sorted({n for names in blocked.values() for n in names}))
-  runnable = [e for e in pending if not blocked[e]]
-  if not runnable:
-    return State("blocked", reasons)
-  also = f"; blocked: {reasons}" if reasons else ""
-  run = runnable[0].run
+  run = pending[0].run
   if run.name in active:
-    return State("running", f"{run.name} is training or being evaluated{also}")
-  minutes = sum(e.minutes for e in runnable)
-  evaluations = ", ".join(f"{space_key(e.space)}:{','.join(e.metrics)}" for e in runnable)
+    return State("running", f"{run.name} is training or being evaluated")
+  minutes = sum(e.minutes for e in pending)
+  evaluations = ", ".join(f"{space_key(e.space)}:{','.join(e.metrics)}" for e in pending)
   if kept(run):
-    return State("missing", f"evaluate {run.name} on {evaluations}{also}", minutes)
+    return State("missing", f"evaluate {run.name} on {evaluations}", minutes)
   run_dir = runs_dir / run.name
   if (run_dir / "summary.json").exists():
-    return State("missing", f"export {run_dir}, evaluate on {evaluations}{also}", minutes)
+    return State("missing", f"export {run_dir}, evaluate on {evaluations}", minutes)
   verb = "resume" if (run_dir / "config.json").exists() else "train"
   where = "GPU" if run.gpu else "CPU"
   legacy = " (its committed results have no model)" if results_files(run.name) else ""
   return State("missing", f"{verb} {run.name}{legacy} ({where}, ~{run.minutes:g} min), evaluate "
-               f"on {evaluations}{also}", minutes + run.minutes)
-
-
-def _capability_checker() -> Callable[[str], bool]:
-  cache: dict[str, bool] = {}
-
-  def check(name: str) -> bool:
-    if name not in cache:
-      cache[name] = CAPABILITIES[name].check()
-    return cache[name]
-  return check
+               f"on {evaluations}", minutes + run.minutes)
 
 
 def select(all_cells: list[Cell], pattern: str | None) -> list[Cell]:
@@ -370,16 +298,16 @@ def select(all_cells: list[Cell], pattern: str | None) -> list[Cell]:
 
 
 def list_cells(selected: list[Cell], runs_dir: Path) -> str:
-  active, capability = _active_workdirs(runs_dir), _capability_checker()
+  active = _active_workdirs(runs_dir)
   lines, counts = [], {}
   for cell in selected:
-    state = cell_state(cell, runs_dir, active, capability)
+    state = cell_state(cell, runs_dir, active)
     counts[state.state] = counts.get(state.state, 0) + 1
     estimate = f" [~{state.minutes:g} min]" if state.state == "missing" else ""
     lines.append(f"{state.state:8} {cell.id}: {state.detail}{estimate}".rstrip(": "))
   total = sum(counts.values())
   lines.append(f"{total} cells: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in
-                                               ("done", "running", "missing", "blocked")))
+                                               ("done", "running", "missing")))
   return "\n".join(lines)
 
 
@@ -429,12 +357,10 @@ def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Pa
 
 
 def run_cells(selected: list[Cell], runs_dir: Path, parallel: int, allow_gpu: bool) -> None:
-  capability = _capability_checker()
   by_run: dict[Run, list[Evaluation]] = {}
   for cell in selected:
     for evaluation in cell.evaluations:
-      if not (kept(evaluation.run) and find_result(evaluation) is not None) and all(
-          capability(n) for n in evaluation.needs + evaluation.run.needs):
+      if not (kept(evaluation.run) and find_result(evaluation) is not None):
         by_run.setdefault(evaluation.run, [])
         if evaluation not in by_run[evaluation.run]:
           by_run[evaluation.run].append(evaluation)
@@ -477,8 +403,6 @@ def _model_size(run: Run) -> str:
 
 def _short(state: State) -> str:
   """The state for the README: what blocks it, or how long the rest takes."""
-  if state.state == "blocked":
-    return "blocked: " + state.detail
   if state.state == "missing":
     legacy = ", no model kept" if "no model" in state.detail else ""
     return f"missing (~{state.minutes:g} min{legacy})"
@@ -487,14 +411,14 @@ def _short(state: State) -> str:
 
 def tables(selected: list[Cell], runs_dir: Path) -> str:
   """Markdown: one table per paper table, ours beside the paper's, gaps over 3 points named."""
-  active, capability = _active_workdirs(runs_dir), _capability_checker()
+  active = _active_workdirs(runs_dir)
   parts = []
   for table in dict.fromkeys(c.table for c in selected):
     lines = [f"### {table}", "", "| row | space | run | Acc | HF | CF | EX | paper Acc / HF / CF "
              "/ EX | gaps > 3 | state |", "|---|---|---|---|---|---|---|---|---|---|"]
     for cell in (c for c in selected if c.table == table):
       ours = measured(cell)
-      state = cell_state(cell, runs_dir, active, capability)
+      state = cell_state(cell, runs_dir, active)
       gaps = [f"{m.upper()} {ours[m] - cell.paper[m]:+.1f}" for m in METRICS
               if cell.paper.get(m) is not None and m in ours
               and abs(ours[m] - cell.paper[m]) > 3]

@@ -120,7 +120,7 @@ def train_errors(tmp_path, root):
   return {
       "missing config": ([TRAIN, "--config=experiments/configs/nope.py"], {},
                          r"error: Config file experiments/configs/nope\.py not found; pass a path "
-                         r".* or a shipped config: arc\.py, augment\.py"),
+                         r".* or a shipped config: a3t\.py, arc\.py, arc_a3t\.py, attention\.py"),
       "unknown field": ([TRAIN, "--config.batchsize=3"], {},
                         r"error: config field 'batchsize' does not exist; did you mean "
                         r"'batch_size'\?"),

@@ -1,6 +1,7 @@
 """experiments/reproduce.py: every cell of the paper is known, states come from the files, the
 generated tables and figures come from the JSON alone."""
 
+import importlib
 import json
 
 import pytest
@@ -27,9 +28,11 @@ def test_every_cell_of_the_paper_is_known_once():
   assert delta_ex == [True, True, True, False, False]  # EX for δ ≤ 3 only
   assert {c.table for c in cells} >= {"Table 3", "Table 4", "Table 5", "[(Sub,3)]",
                                       "ARC-A3T table", "ARC-A3T figures"}
-  for cell in cells:
-    for evaluation in cell.evaluations:
-      assert set(evaluation.needs + evaluation.run.needs) <= set(reproduce.CAPABILITIES)
+  for run in {e.run for cell in cells for e in cell.evaluations}:  # every run's row exists
+    file, _, arg = run.config.partition(":")
+    config = importlib.import_module(f"arc_jax.configs.{file.removesuffix('.py')}").get_config(arg)
+    if not run.overrides:
+      assert config.name == run.name, run
 
 
 def _results(space, metrics, count=1, examples=10, **extra):
@@ -42,30 +45,27 @@ def test_states_and_tables_come_from_the_files(tmp_path, monkeypatch):
   monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
   runs = tmp_path / "runs"
   cell = next(c for c in reproduce.cells() if c.id == "table_2/lstm_normal/del2sub2")
-  never = lambda name: False  # noqa: E731
-  state = reproduce.cell_state(cell, runs, set(), never)
+  state = reproduce.cell_state(cell, runs, set())
   assert state.state == "missing" and "train normal_lstm" in state.detail
 
   folder = tmp_path / "results" / "normal_lstm"
   (folder / "eval").mkdir(parents=True)
   (folder / "eval" / "test_Del2Sub2.json").write_text(json.dumps(
       _results("[(Sub,2),(Del,2)]", ("acc", "cf", "ex", "hf"), count=5)))
-  state = reproduce.cell_state(cell, runs, set(), never)
+  state = reproduce.cell_state(cell, runs, set())
   assert "no model" in state.detail  # results without a kept model are not done
   (folder / "model").mkdir()
   (folder / "model" / "meta.json").write_text("{}")
-  assert reproduce.cell_state(cell, runs, set(), never).state == "done"
+  assert reproduce.cell_state(cell, runs, set()).state == "done"
   assert reproduce.measured(cell) == {m: 50.0 for m in ("acc", "cf", "ex", "hf")}
   table = reproduce.tables([cell], runs)
   assert "| 50.0 | 50.0 | 50.0 | 50.0 | 84.6 / 71.9 / 4.6 / 68.9 |" in table
   assert "ACC -34.6" in table and "CF +45.4" in table
 
   other_space = next(c for c in reproduce.cells() if c.id == "table_2/lstm_normal/del2ins2")
-  assert reproduce.cell_state(other_space, runs, {"normal_lstm"}, never).state == "running"
-  blocked = next(c for c in reproduce.cells() if c.table == "[(Sub,3)]" and "100" in c.column)
-  assert reproduce.cell_state(blocked, runs, set(), never).state == "blocked"
-  assert "--first N: not built (branch treehf)" in \
-      reproduce.cell_state(blocked, runs, set(), never).detail
+  assert reproduce.cell_state(other_space, runs, {"normal_lstm"}).state == "running"
+  first_100 = next(c for c in reproduce.cells() if c.table == "[(Sub,3)]" and "100" in c.column)
+  assert "--first" in first_100.evaluations[0].args()
 
 
 def test_readme_keeps_the_prose_around_the_generated_tables(tmp_path, monkeypatch):
