@@ -1,6 +1,7 @@
 """Test-wide settings."""
 
 import gc
+from pathlib import Path
 
 import jax
 import pytest
@@ -11,17 +12,27 @@ from hypothesis import settings
 settings.register_profile("arc_jax", deadline=None)
 settings.load_profile("arc_jax")
 
+_MAPS = Path("/proc/self/maps")
+_MAX_MAPPINGS = 20_000
+
+
+def _mappings() -> int:
+  with _MAPS.open() as maps:
+    return sum(1 for _ in maps)
+
 
 @pytest.fixture(autouse=True)
 def _release_compiled_programs():
-  """Drops JAX's compiled programs after each test.
+  """Drops JAX's compiled programs once they hold too many memory mappings.
 
-  Every CPU executable XLA keeps alive holds thousands of memory mappings (one test of the sound
-  interval DPs leaves about 7,000), and Linux refuses new mappings past ``vm.max_map_count``
-  (65,530 by default). The whole suite in one process used to reach it about 140 tests in: XLA's
-  compiler then failed with "Cannot allocate memory" or a segmentation fault. Tests share no
-  compiled programs worth keeping, so each starts from an empty cache.
+  Every CPU executable XLA keeps alive holds hundreds of memory mappings (about 900 for the
+  gradient of a small certified LSTM), and Linux refuses new mappings past ``vm.max_map_count``
+  (65,530 by default): the whole suite in one process used to reach it about 140 tests in, and
+  XLA's compiler then failed with "Cannot allocate memory" or a segmentation fault. Tests that
+  share programs keep sharing them until the process holds ``_MAX_MAPPINGS``; without
+  ``/proc`` the programs are dropped after every test.
   """
   yield
-  jax.clear_caches()
-  gc.collect()
+  if not _MAPS.exists() or _mappings() > _MAX_MAPPINGS:
+    jax.clear_caches()
+    gc.collect()
