@@ -1,9 +1,17 @@
 """Test-wide settings."""
 
 import gc
+import os
 from pathlib import Path
 
-import jax
+# Compiling dominates the suite's time on CPU. LLVM's optimisation level changes how fast the
+# compiled code runs, not what it computes (XLA's CPU fast-math is off by default), and cuts the
+# compile time of a certified LSTM's gradient by about a third (15.1 s to 9.5 s, measured under
+# load). Set before JAX starts its backend; subprocesses of the tests inherit it.
+os.environ["XLA_FLAGS"] = " ".join(filter(None, (os.environ.get("XLA_FLAGS"),
+                                                 "--xla_backend_optimization_level=0")))
+
+import jax  # noqa: E402  (after XLA_FLAGS)
 import pytest
 from hypothesis import settings
 

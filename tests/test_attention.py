@@ -163,7 +163,7 @@ def assert_states_in_slot_boxes(model, space, sentence):
 def random_model_cases(max_examples):
   """Hypothesis over random models, spaces and sentences: every string's state in its slot's
   box, and every string's logits inside the certified bounds."""
-  @pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+  @pytest.mark.parametrize("bidirectional", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lstm", "bilstm"])
   @settings(max_examples=max_examples, deadline=None,
             suppress_health_check=[HealthCheck.too_slow])
   @given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 6]),

@@ -104,7 +104,7 @@ def spaces(draw):
   return parse_space(spec, synonyms=synonyms, custom={"Swap": SWAP})
 
 
-@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+@pytest.mark.parametrize("bidirectional", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lstm", "bilstm"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 8]),
        weight_scale=st.sampled_from([1.0, 4.0]), space=spaces(),
@@ -116,7 +116,7 @@ def test_every_enumerated_string_is_inside_the_bounds(bidirectional, seed, hidde
   assert_sound(model, space, sentences)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), bidirectional=st.booleans(), space=spaces(),
        sentences=st.lists(sentence_st, min_size=1, max_size=2))
 def test_mean_pooling_is_sound_for_every_space(seed, bidirectional, space, sentences):
@@ -129,7 +129,7 @@ def test_mean_pooling_is_sound_for_every_space(seed, bidirectional, space, sente
 S_REVIEW = "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]"
 
 
-@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+@pytest.mark.parametrize("bidirectional", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lstm", "bilstm"])
 @pytest.mark.parametrize("spec,sentence", [
     (S_REVIEW, "one of the best films !"),  # a 4→2 rewrite the original implementation misses
     (S_REVIEW, "this is one of the most good movie ?"),
@@ -272,6 +272,7 @@ def _four_corner_step(cell, carry, gates_in, recurrent=None):
   return iv.mul(o, iv.monotone(jnp.tanh, c_new)), c_new
 
 
+@pytest.mark.slow
 def test_lean_dp_gives_the_four_corner_dps_certificates_and_gradients(monkeypatch):
   """Shared W_hh products, sign-specialised gate products and split gates compute the same
   margins and the same ARC-loss gradients as the plain cell, up to float64 rounding."""

@@ -190,6 +190,7 @@ def free_port() -> int:
     return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_of_four_devices_train_to_the_summary_of_one_process(tmp_path, env):
   """``--multihost`` over loopback: 2 processes × 4 CPU devices against 1 process × 8 (normal
   training of a tiny LSTM; its dev and test certification run on the mesh too)."""

@@ -92,7 +92,7 @@ def _assert_members_sound(model, split, x, certify_fn, slots=4):
   return len(everything)
 
 
-@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+@pytest.mark.parametrize("bidirectional", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lstm", "bilstm"])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), weight_scale=st.sampled_from([1.0, 4.0]),
        split=splits(tc.spaces()), x=tc.sentence_st)
@@ -113,7 +113,7 @@ def sub_splits(draw):
   return split_space(parse_space(spec, synonyms=synonyms), "Sub")
 
 
-@pytest.mark.parametrize("pooling", ["final", "mean"])
+@pytest.mark.parametrize("pooling", ["final", pytest.param("mean", marks=pytest.mark.slow)])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), weight_scale=st.sampled_from([1.0, 4.0]),
        bidirectional=st.booleans(), split=sub_splits(), x=tc.sentence_st)

@@ -212,7 +212,7 @@ def test_arc_step_with_zero_lambda_and_eps_is_the_clean_step(model_kind):
   assert arc_totals["certify_examples"] == 4 and clean_totals["certify_examples"] == 0
 
 
-@pytest.mark.parametrize("model_kind", ["lstm", "tree_lstm"])
+@pytest.mark.parametrize("model_kind", ["lstm", pytest.param("tree_lstm", marks=pytest.mark.slow)])
 def test_arc_steps_learn_to_certify(model_kind):
   fresh, rest, batch, (_, step) = tiny_setup(model_kind)
   state, losses = fresh(), []

@@ -142,7 +142,8 @@ TREE_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("script", [SCRIPT, TREE_SCRIPT], ids=["lstm", "tree_lstm"])
+@pytest.mark.parametrize("script", [SCRIPT, pytest.param(TREE_SCRIPT, marks=pytest.mark.slow)],
+                         ids=["lstm", "tree_lstm"])
 def test_train_step_and_certification_match_on_8_devices(script):
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
              JAX_PLATFORMS="cpu")

@@ -307,6 +307,7 @@ def gradient_fn(loss, graphdef, autodiff: bool):
   return traced
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), trees=st.lists(labelled_trees(), min_size=1, max_size=3))
 def test_bottom_up_custom_vjp_is_the_autodiff_gradient(seed, trees):
