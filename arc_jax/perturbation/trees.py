@@ -57,20 +57,13 @@ import jax
 import numpy as np
 
 from arc_jax.data.trees import Tree
-from arc_jax.perturbation.plans import bucket
+from arc_jax.padding import NODE_BUCKETS, STEP_BUCKETS, bucket, pow2_at_least, token_id
 from arc_jax.perturbation.spaces import Space
-
-NODE_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-"""Padded node counts of tree batches (coarse: each tree program compiles slowly)."""
 
 Nested = str | tuple
 """A tree as nested pairs: a leaf word (``str``) or ``(left, right)``."""
 
 DEL, DUP, SUB = "Del", "Dup", "Sub"
-
-STEP_BUCKETS = tuple(2 ** i for i in range(3, 13))
-"""Allowed numbers of schedule steps S: steps holding only padding cost no computation, so
-powers of two only cost a little memory and save compilations."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,10 +357,6 @@ class TreeBatch:
     return tuple(self.token_ids.shape)
 
 
-def _pow2_at_least(n: int) -> int:
-  return 1 << max(0, int(n) - 1).bit_length()
-
-
 def hu_schedule(left: np.ndarray, right: np.ndarray, width: int) -> list[list[int]]:
   """Groups the internal nodes of padded trees into steps of at most ``width`` nodes.
 
@@ -437,11 +426,8 @@ class TreeBatchBuilder:
     self._cache = {}
 
   def _id(self, word: str) -> int:
-    try:
-      return self.vocab[word]
-    except KeyError:
-      raise KeyError(f"{word!r} is not in the vocabulary; tree leaves keep out-of-vocabulary "
-                     "words as vocabulary entries with zero vectors (prepare_tree_data).") from None
+    return token_id(self.vocab, word, "tree leaves keep out-of-vocabulary words as vocabulary "
+                    "entries with zero vectors (prepare_tree_data).")
 
   def _leaf(self, word: str) -> tuple[int, int, bool, tuple[int, ...]]:
     """(id, 1 if Del can delete it else 0, whether Dup matches it, Sub candidate ids) of a leaf
@@ -497,7 +483,7 @@ class TreeBatchBuilder:
           l, r = row_deletable[tree.left[node]], row_deletable[tree.right[node]]
           row_deletable[node] = l + r if l and r else 0
       token_ids[b, :n], deletable[b, :n] = row_ids, row_deletable
-    r_pad = _pow2_at_least(max([len(ids) for *_, ids in hits] + [self.min_substitutes]))
+    r_pad = pow2_at_least(max([len(ids) for *_, ids in hits] + [self.min_substitutes]))
     substitutes = np.zeros((rows, n_pad, r_pad), np.int32)
     substitute_mask = np.zeros((rows, n_pad, r_pad), bool)
     for b, node, ids in hits:

@@ -37,8 +37,9 @@ from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, exhaustive_tree_ro
 from arc_jax.certify.tree_dp import certify_tree_model
 from arc_jax.data import ExperimentData, Tree, batch_order, prepare_tree_data
 from arc_jax.nn.tree_models import TreeLSTMClassifier
-from arc_jax.perturbation.plans import bucket
-from arc_jax.perturbation.trees import (DUP, NODE_BUCKETS, SUB, TreeBatch, TreeBatchBuilder,
+from arc_jax.padding import NODE_BUCKETS, bucket
+from arc_jax.perturbation import data_space
+from arc_jax.perturbation.trees import (DUP, SUB, TreeBatch, TreeBatchBuilder,
                                         TreeSignature, TreeSpace, tree_space)
 from arc_jax.train import losses
 from arc_jax.train.steps import RowMetrics
@@ -144,7 +145,7 @@ class TreeTask(Task):
                              data_root=config.data_dir)
 
   def space(self, data: ExperimentData, spec: str) -> TreeSpace:
-    return tree_space(data.space(spec))
+    return tree_space(data_space(data, spec))
 
   def builder(self, data: ExperimentData, space: TreeSpace) -> TreeBatchBuilder:
     dup = space.signature.axis(DUP)
