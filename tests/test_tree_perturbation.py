@@ -16,9 +16,10 @@ from hypothesis import given, settings, strategies as st
 import arc_jax
 from arc_jax.attacks import sample_tree_member
 from arc_jax.data import parse_tree
+from arc_jax.data.tree_batching import hu_schedule
+from arc_jax.data.trees import from_nested, to_nested
 from arc_jax.perturbation import parse_space
-from arc_jax.perturbation.trees import (TreeBatchBuilder, from_nested, hu_schedule,
-                                        rewrite_leaves, to_nested, tree_space)
+from arc_jax.perturbation.trees import TreeBatchBuilder, rewrite_leaves, tree_space
 from reference_spaces import ref_replacements
 
 STOP = ("a", "the", "to")

@@ -29,10 +29,9 @@ from tqdm.auto import tqdm
 
 from arc_jax.data.batching import make_batch
 from arc_jax.data.embeddings import check_vocabulary
-from arc_jax.data.trees import Tree
+from arc_jax.data.trees import Nested, Tree, from_nested, to_nested
 from arc_jax.perturbation.spaces import Space, Tokens
-from arc_jax.perturbation.trees import (Nested, TreeBatch, TreeBatchBuilder, TreeSpace,
-                                       from_nested, to_nested)
+from arc_jax.perturbation.trees import TreeBatch, TreeBatchBuilder, TreeSpace
 
 PredictFn = Callable[[np.ndarray, np.ndarray], jax.Array]
 """``predict_logits(token_ids (B, N) int32, lengths (B,) int32) -> logits (B, K)``."""
