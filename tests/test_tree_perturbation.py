@@ -205,6 +205,17 @@ def test_count_is_the_number_of_application_choices(nested, space):
   assert len(list(tspace.enumerate(tree))) <= count
 
 
+@settings(max_examples=60, deadline=None)
+@given(nested=nested_trees(), space=tree_spaces())
+def test_added_nodes_is_the_most_a_tree_of_the_space_grows(nested, space):
+  tspace = space_of(*space)
+  tree = tree_of(nested)
+  largest = max(from_nested(member).num_nodes for member in tspace.enumerate(tree))
+  assert largest <= tree.num_nodes + tspace.signature.added_nodes
+  if len(tree.tokens) >= max(tspace.budgets):  # leaves enough to spend the Ins budget
+    assert largest == tree.num_nodes + tspace.signature.added_nodes
+
+
 # --- labelled rewrites and random members (data augmentation) ----------------------------------
 
 

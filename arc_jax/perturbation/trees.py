@@ -90,6 +90,12 @@ class TreeSignature:
     return self.kinds.index(kind) if kind in self.kinds and self.budgets[
         self.kinds.index(kind)] > 0 else None
 
+  @property
+  def added_nodes(self) -> int:
+    """The most nodes a tree of S(t) has beyond t's: each duplicated leaf becomes three nodes."""
+    dup = self.axis(DUP)
+    return 0 if dup is None else 2 * self.budgets[dup]
+
 
 @dataclasses.dataclass(frozen=True)
 class TreeSpace:
