@@ -4,7 +4,7 @@ A jitted function compiles once per input shape, so batches are padded to a few 
 (buckets) instead of their exact sizes: sentence lengths to :data:`LENGTH_BUCKETS`, tree node
 counts to :data:`NODE_BUCKETS`, tree schedule steps to :data:`STEP_BUCKETS`, and the slots of
 candidate lists (replacements, synonyms) to powers of two (:func:`pow2_at_least`). Words become
-the ids of those arrays through :func:`token_id`.
+the ids of those arrays through :func:`word_ids`.
 """
 
 from typing import Mapping, Sequence
@@ -38,12 +38,14 @@ def pow2_at_least(n: int) -> int:
   return 1 << max(0, int(n) - 1).bit_length()
 
 
-def token_id(vocab: Mapping[str, int], word: str, fix: str, where: str = "") -> int:
-  """``vocab[word]``, or a KeyError naming ``word`` (found ``where``) and how to ``fix`` it."""
+def word_ids(vocab: Mapping[str, int], words: Sequence[str], fix: str,
+             where: str = "") -> list[int]:
+  """``[vocab[w] for w in words]``, or a KeyError naming the first missing word (found ``where``)
+  and how to ``fix`` it."""
   try:
-    return vocab[word]
-  except KeyError:
-    raise KeyError(f"{word!r}{where} is not in the vocabulary: {fix}") from None
+    return [vocab[w] for w in words]
+  except KeyError as missing:
+    raise KeyError(f"{missing.args[0]!r}{where} is not in the vocabulary: {fix}") from None
 
 
 def reverse_padded(x: jax.Array, lengths: jax.Array, fill=0) -> jax.Array:

@@ -15,7 +15,10 @@ from typing import Any, Iterator, Mapping, Protocol, Sequence
 import jax
 import numpy as np
 
-from arc_jax.padding import LENGTH_BUCKETS, bucket, token_id
+from arc_jax.padding import LENGTH_BUCKETS, bucket, word_ids
+
+OOV_FIX = "drop out-of-vocabulary tokens first (arc_jax.data.drop_oov)."
+"""What a missing word's error tells to do."""
 
 
 class RowPlanner(Protocol):
@@ -93,9 +96,7 @@ def _token_ids(rows: Sequence[Sequence[str]], indices: Sequence[int], vocab: Map
   token_ids = np.zeros((batch_size, width), np.int32)
   lengths = np.zeros((batch_size,), np.int32)
   for b, row in enumerate(rows):
-    token_ids[b, :len(row)] = [
-        token_id(vocab, w, "drop out-of-vocabulary tokens first (arc_jax.data.drop_oov).",
-                 f" (sentence {indices[b]})") for w in row]
+    token_ids[b, :len(row)] = word_ids(vocab, row, OOV_FIX, f" (sentence {indices[b]})")
     lengths[b] = len(row)
   return token_ids, lengths
 

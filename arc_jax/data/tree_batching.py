@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from arc_jax.data.trees import Tree
-from arc_jax.padding import NODE_BUCKETS, STEP_BUCKETS, bucket, token_id
+from arc_jax.padding import NODE_BUCKETS, STEP_BUCKETS, bucket, word_ids
 
 OOV_FIX = ("tree leaves keep out-of-vocabulary words as vocabulary entries with zero vectors "
            "(prepare_tree_data).")
@@ -132,8 +132,7 @@ def pad_trees(trees: Sequence[Tree], vocab: Mapping[str, int], batch_size: int |
     n = tree.num_nodes
     num_nodes[b] = n
     left[b, :n], right[b, :n], labels[b, :n] = tree.left, tree.right, tree.labels
-    token_ids[b, :n] = [0 if leaf < 0 else token_id(vocab, tree.tokens[leaf], OOV_FIX)
-                        for leaf in tree.leaf_index]
+    token_ids[b, :n][np.asarray(tree.left) < 0] = word_ids(vocab, tree.tokens, OOV_FIX)  # leaves
 
   steps = hu_schedule(left, right, width)
   s_pad = bucket(max(len(steps), 1), step_buckets) if num_steps is None else num_steps

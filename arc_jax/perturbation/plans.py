@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from arc_jax.padding import LENGTH_BUCKETS, bucket, pow2_at_least, reverse_padded, token_id
+from arc_jax.padding import LENGTH_BUCKETS, bucket, pow2_at_least, reverse_padded, word_ids
 from arc_jax.perturbation.spaces import Signature, Space
 
 
@@ -89,8 +89,8 @@ class PlanBuilder:
     self.min_replacement_slots = min_replacement_slots
     self._cache = [dict() for _ in space.transformations]
 
-  def _id(self, word: str) -> int:
-    return token_id(self.vocab, word, "drop out-of-vocabulary tokens from the sentences and "
+  def _ids(self, words: Sequence[str]) -> list[int]:
+    return word_ids(self.vocab, words, "drop out-of-vocabulary tokens from the sentences and "
                     "restrict the space with space.restricted_to(vocab) before building plans.")
 
   def _replacement_ids(self, k: int, window: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
@@ -101,8 +101,7 @@ class PlanBuilder:
       per_place = [[] for _ in range(t.t)]
       repl = t.replacements(window)
       for r in repl:
-        for l, word in enumerate(r):
-          i = self._id(word)
+        for l, i in enumerate(self._ids(r)):
           if i not in per_place[l]:
             per_place[l].append(i)
       cache[window] = (bool(repl), tuple(tuple(p) for p in per_place))
@@ -131,7 +130,7 @@ class PlanBuilder:
     lengths = np.zeros((rows,), np.int32)
     for b, sent in enumerate(sentences):
       lengths[b] = len(sent)
-      token_ids[b, :len(sent)] = [self._id(w) for w in sent]
+      token_ids[b, :len(sent)] = self._ids(sent)
 
     plans = []
     for k, t in enumerate(self.space.transformations):
@@ -143,7 +142,7 @@ class PlanBuilder:
           if ok:
             hits.append((b, start + t.s - 1, ids))
       r = pow2_at_least(max([len(p) for *_, ids in hits for p in ids]
-                             + [self.min_replacement_slots]))
+                            + [self.min_replacement_slots]))
       match = np.zeros((rows, n), bool)
       repl_ids = np.zeros((rows, n, t.t, r), np.int32)
       repl_mask = np.zeros((rows, n, t.t, r), bool)

@@ -56,7 +56,7 @@ import numpy as np
 
 from arc_jax.data.tree_batching import OOV_FIX, PaddedTrees, pad_trees
 from arc_jax.data.trees import Nested, Tree, to_nested
-from arc_jax.padding import NODE_BUCKETS, STEP_BUCKETS, pow2_at_least, token_id
+from arc_jax.padding import NODE_BUCKETS, STEP_BUCKETS, pow2_at_least, word_ids
 from arc_jax.perturbation.spaces import Space
 
 DEL, DUP, SUB = "Del", "Dup", "Sub"
@@ -341,8 +341,7 @@ class TreeBatchBuilder:
       self._cache[word] = (
           int(space is not None and space.is_deletable(word)),
           space is not None and space.is_duplicable(word),
-          () if space is None else tuple(token_id(self.vocab, w, OOV_FIX)
-                                         for w in space.substitutes(word)))
+          () if space is None else tuple(word_ids(self.vocab, space.substitutes(word), OOV_FIX)))
     return self._cache[word]
 
   def build(self, trees: Sequence[Tree], batch_size: int | None = None, *,
