@@ -132,7 +132,7 @@ def pad_trees(trees: Sequence[Tree], vocab: Mapping[str, int], batch_size: int |
     n = tree.num_nodes
     num_nodes[b] = n
     left[b, :n], right[b, :n], labels[b, :n] = tree.left, tree.right, tree.labels
-    token_ids[b, :n][np.asarray(tree.left) < 0] = word_ids(vocab, tree.tokens, OOV_FIX)  # leaves
+    token_ids[b, :n][left[b, :n] < 0] = word_ids(vocab, tree.tokens, OOV_FIX)  # the leaves
 
   steps = hu_schedule(left, right, width)
   s_pad = bucket(max(len(steps), 1), step_buckets) if num_steps is None else num_steps
