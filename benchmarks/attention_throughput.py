@@ -29,7 +29,7 @@ from flax import nnx
 from arc_jax.certify import certify_jit, make_certify_fn
 from arc_jax.nn import LSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
-from arc_jax.perturbation.plans import LENGTH_BUCKETS
+from arc_jax.padding import LENGTH_BUCKETS
 
 SPACES = ("[(Sub,2),(Del,2)]", "[(Sub,2),(Ins,2)]", "[(Del,2),(Ins,2)]")
 

@@ -43,7 +43,7 @@ from arc_jax.certify import certify_jit
 from arc_jax.data import (build_vocab_and_embeddings, candidate_words, find_data_file,
                           load_synonyms, prepare_lstm_data, restrict_synonyms, review_tokens)
 from arc_jax.nn import LSTMClassifier
-from arc_jax.perturbation import PlanBuilder, parse_space
+from arc_jax.perturbation import PlanBuilder, data_space, parse_space
 
 import revisions
 
@@ -123,7 +123,7 @@ def sst2_lines(model_kind: str, specs, batch_size: int, sentences: int | None,
                          rngs=nnx.Rngs(0))
   slots = replacement_slots(data.synonyms)
   for spec in specs:
-    space = data.space(spec)
+    space = data_space(data, spec)
     plan_s, first_s, passes, cpu_s, margins, shapes = time_certification(
         model, space, tokens, labels, data.vocab, batch_size, slots)
     if margins_dir:

@@ -24,11 +24,11 @@ def run_once(cache_dir: str, data_root: str | None, spec: str, batch_size: int) 
   start = time.perf_counter()
   sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
   from arc_jax.data import iterate_batches, prepare_lstm_data
-  from arc_jax.perturbation import PlanBuilder
+  from arc_jax.perturbation import PlanBuilder, data_space
   imported = time.perf_counter()
   data = prepare_lstm_data(data_root=data_root, cache_dir=cache_dir)
   prepared = time.perf_counter()
-  builder = PlanBuilder(data.space(spec), data.vocab)
+  builder = PlanBuilder(data_space(data, spec), data.vocab)
   batches = {}
   for name, split in data.splits.items():
     batches[name] = sum(1 for _ in iterate_batches(

@@ -24,6 +24,7 @@ from flax import nnx
 from arc_jax.attacks import hotflip_robustness, hotflip_search
 from arc_jax.data import prepare_lstm_data
 from arc_jax.nn import LSTMClassifier
+from arc_jax.perturbation import data_space
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
   data = prepare_lstm_data("sst2")
   test = data.splits["test"]
   sentences, labels = test.tokens[:args.limit], test.labels[:args.limit]
-  space = data.space(args.space)
+  space = data_space(data, args.space)
   model = LSTMClassifier(data.embeddings, hidden=100, bidirectional=args.model == "bilstm",
                          rngs=nnx.Rngs(0))
   prepare_s = time.perf_counter() - start

@@ -27,6 +27,7 @@ from arc_jax import parallel
 from arc_jax.attacks import adversarial_examples
 from arc_jax.data import batch_order, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier
+from arc_jax.perturbation import data_space
 
 
 def main() -> None:
@@ -43,7 +44,7 @@ def main() -> None:
   start = time.perf_counter()
   data = prepare_lstm_data("sst2", synonyms="ppdb", max_candidates=1)
   train = data.splits["train"]
-  space = data.space(args.space)
+  space = data_space(data, args.space)
   model = LSTMClassifier(data.embeddings, hidden=100, projection=100, head_hidden=100,
                          bidirectional=args.model == "bilstm", rngs=nnx.Rngs(0))
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)

@@ -39,10 +39,10 @@ def worker(what: str, spec: str, sentences: int, steps: int) -> dict:
   from arc_jax.certify import certify_jit, make_certify_fn  # pylint: disable=import-outside-toplevel
   from arc_jax.data import prepare_lstm_data  # pylint: disable=import-outside-toplevel
   from arc_jax.nn import LSTMClassifier  # pylint: disable=import-outside-toplevel
-  from arc_jax.perturbation import PlanBuilder  # pylint: disable=import-outside-toplevel
+  from arc_jax.perturbation import PlanBuilder, data_space  # pylint: disable=import-outside-toplevel
 
   data = prepare_lstm_data("sst2")
-  space = data.space(spec)
+  space = data_space(data, spec)
   slots = max((len(c) for c in data.synonyms.values()), default=1)
   builder = PlanBuilder(space, data.vocab, min_replacement_slots=slots)
   model = LSTMClassifier(data.embeddings, hidden=100, rngs=nnx.Rngs(0))

@@ -29,6 +29,7 @@ from flax import nnx
 from arc_jax.certify.tree_dp import certify_tree_jit
 from arc_jax.data import prepare_tree_data
 from arc_jax.nn.tree_models import TreeLSTMClassifier
+from arc_jax.perturbation import data_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 SPACES = ("[(Del,2),(Sub,2)]",)
@@ -46,7 +47,7 @@ def certify_lines(specs, batch_size: int, hidden: int, width: int, max_nodes: in
   slots = max((len(c) for c in data.synonyms.values()), default=1)
   order = np.argsort([t.num_nodes for t in trees], kind="stable")
   for spec in specs:
-    space = tree_space(data.space(spec))
+    space = tree_space(data_space(data, spec))
     builder = TreeBatchBuilder(data.vocab, space, min_substitutes=slots, width=width)
     start = time.perf_counter()
     batches = [builder.build([trees[i] for i in order[s:s + batch_size]], batch_size,

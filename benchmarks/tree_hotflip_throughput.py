@@ -32,8 +32,9 @@ from flax import nnx
 from arc_jax.attacks import tree_hotflip_robustness, tree_hotflip_search
 from arc_jax.data import prepare_tree_data
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
-from arc_jax.perturbation import bucket
-from arc_jax.perturbation.trees import DUP, NODE_BUCKETS, TreeBatchBuilder, tree_space
+from arc_jax.padding import NODE_BUCKETS, bucket
+from arc_jax.perturbation import data_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 
 def main() -> None:
@@ -47,10 +48,8 @@ def main() -> None:
   start = time.perf_counter()
   data = prepare_tree_data(synonyms="ppdb", max_candidates=1)
   trees = data.splits["test"][:args.limit]
-  space = tree_space(data.space(args.space))
-  dup = space.signature.axis(DUP)
-  nodes = bucket(max(t.num_nodes for t in trees)
-                 + (0 if dup is None else 2 * space.budgets[dup]), NODE_BUCKETS)
+  space = tree_space(data_space(data, args.space))
+  nodes = bucket(max(t.num_nodes for t in trees) + space.signature.added_nodes, NODE_BUCKETS)
   slots = max((len(c) for c in data.synonyms.values()), default=1)
   builders = {"fixed": (nodes,), "bucketed": tuple(n for n in NODE_BUCKETS if n <= nodes)}
   builders = {name: TreeBatchBuilder(data.vocab, space, min_substitutes=slots, node_buckets=b)

@@ -27,6 +27,7 @@ from arc_jax.certify import tree_dp
 from arc_jax.data import batch_order, prepare_tree_data
 from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier
+from arc_jax.perturbation import data_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 from arc_jax.train import losses
 
@@ -68,7 +69,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   data = prepare_tree_data(synonyms="ppdb", max_candidates=1)
   trees = data.splits["train"]
-  space = tree_space(data.space(args.space))
+  space = tree_space(data_space(data, args.space))
   model = TreeLSTMClassifier(data.embeddings, hidden=HIDDEN, rngs=nnx.Rngs(0))
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
   builder = TreeBatchBuilder(data.vocab, space, min_substitutes=1, node_buckets=(NODES,))

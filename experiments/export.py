@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from arc_jax.train import use_compilation_cache
-from arc_jax.train.export import MODEL_DIR, ExportError, export_run
+from arc_jax.train.export import MODEL_DIR, ExportError
+from arc_jax.train.run import export_run
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 MAX_KEPT_BYTES = 4 * 2**20

@@ -10,10 +10,11 @@ from flax import nnx
 
 import arc_jax
 from arc_jax.certify import certify, certify_jit, certify_trees
+from arc_jax.data.trees import from_nested
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import Transformation, custom, parse_space
-from arc_jax.perturbation.trees import from_nested, tree_space
+from arc_jax.perturbation.trees import tree_space
 
 WORDS = ("<pad>", "a", "the", "good", "bad", "movie")
 VOCAB = {w: i for i, w in enumerate(WORDS)}

@@ -12,9 +12,10 @@ from flax import nnx
 
 from arc_jax.attacks import exhaustive_robustness, exhaustive_tree_robustness
 from arc_jax.certify import certify
+from arc_jax.data.trees import from_nested
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.perturbation import PlanBuilder, bucket, parse_space
-from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not", "fun"]
 VOCAB = {w: i for i, w in enumerate(WORDS)}

@@ -23,12 +23,12 @@ from flax import nnx
 
 from arc_jax.certify import certify_jit
 from arc_jax.certify.tree_dp import certify_tree_jit
-from arc_jax.data.trees import Tree
+from arc_jax.data.trees import Tree, from_nested
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import PlanBuilder, Transformation, custom, parse_space
 from arc_jax.perturbation.spaces import Space
-from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -20,11 +20,11 @@ from flax import nnx
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
 from arc_jax.certify.tree_dp import JOINS, certify_tree_jit, make_tree_certify_fn
-from arc_jax.data.trees import Tree
+from arc_jax.data.trees import Tree, from_nested
 from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
-from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from arc_jax.attacks import (exhaustive_tree_robustness, tree_adversarial_examples,
                              tree_hotflip_robustness, tree_hotflip_search)
 from arc_jax.certify.tree_dp import certify_tree_jit
+from arc_jax.data.trees import from_nested, to_nested
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
-from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, to_nested, tree_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 from test_tree_perturbation import WORDS, nested_trees
 
 VOCAB = {w: i for i, w in enumerate(("<pad>",) + WORDS)}

@@ -8,9 +8,10 @@ import pytest
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.data.trees import from_nested
 from arc_jax.nn.models import FrozenEmbedding
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
-from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested
+from arc_jax.perturbation.trees import TreeBatchBuilder
 
 
 @pytest.fixture(autouse=True, scope="module")

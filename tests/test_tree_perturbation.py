@@ -16,9 +16,10 @@ from hypothesis import given, settings, strategies as st
 import arc_jax
 from arc_jax.attacks import sample_tree_member
 from arc_jax.data import parse_tree
+from arc_jax.data.tree_batching import hu_schedule
+from arc_jax.data.trees import from_nested, to_nested
 from arc_jax.perturbation import parse_space
-from arc_jax.perturbation.trees import (TreeBatchBuilder, from_nested, hu_schedule,
-                                        rewrite_leaves, to_nested, tree_space)
+from arc_jax.perturbation.trees import TreeBatchBuilder, rewrite_leaves, tree_space
 from reference_spaces import ref_replacements
 
 STOP = ("a", "the", "to")
@@ -202,6 +203,17 @@ def test_count_is_the_number_of_application_choices(nested, space):
   count = tspace.count(tree)
   assert count == brute_force_choices(nested, tspace)
   assert len(list(tspace.enumerate(tree))) <= count
+
+
+@settings(max_examples=60, deadline=None)
+@given(nested=nested_trees(), space=tree_spaces())
+def test_added_nodes_is_the_most_a_tree_of_the_space_grows(nested, space):
+  tspace = space_of(*space)
+  tree = tree_of(nested)
+  largest = max(from_nested(member).num_nodes for member in tspace.enumerate(tree))
+  assert largest <= tree.num_nodes + tspace.signature.added_nodes
+  if len(tree.tokens) >= max(tspace.budgets):  # leaves enough to spend the Ins budget
+    assert largest == tree.num_nodes + tspace.signature.added_nodes
 
 
 # --- labelled rewrites and random members (data augmentation) ----------------------------------

@@ -28,10 +28,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from arc_jax.data.batching import make_batch
-from arc_jax.data.trees import Tree
+from arc_jax.data.embeddings import check_vocabulary
+from arc_jax.data.trees import Nested, Tree, from_nested, to_nested
 from arc_jax.perturbation.spaces import Space, Tokens
-from arc_jax.perturbation.trees import (Nested, TreeBatch, TreeBatchBuilder, TreeSpace,
-                                       from_nested, to_nested)
+from arc_jax.perturbation.trees import TreeBatch, TreeBatchBuilder, TreeSpace
 
 PredictFn = Callable[[np.ndarray, np.ndarray], jax.Array]
 """``predict_logits(token_ids (B, N) int32, lengths (B,) int32) -> logits (B, K)``."""
@@ -160,14 +160,6 @@ def _batches(pairs: Iterator[tuple[int, Member]], size: int) -> Iterator[list[tu
     yield batch
 
 
-def _check_vocabulary(sentences: Sequence[Tokens], vocab: Mapping[str, int]) -> None:
-  for i, sentence in enumerate(sentences):
-    missing = [w for w in sentence if w not in vocab]
-    if missing:
-      raise KeyError(f"Sentence {i} has tokens outside the vocabulary: {missing[:5]}. Drop "
-                     "out-of-vocabulary tokens first (arc_jax.data.drop_oov).")
-
-
 def exhaustive_robustness(predict_logits: PredictFn, space: Space,
                           sentences: Sequence[Sequence[str]], labels: Sequence[int],
                           vocab: Mapping[str, int], *, certified: Sequence[bool] | None = None,
@@ -199,7 +191,7 @@ def exhaustive_robustness(predict_logits: PredictFn, space: Space,
     audit failure in both modes.
   """
   sentences = [tuple(s) for s in sentences]
-  _check_vocabulary(sentences, vocab)
+  check_vocabulary(sentences, vocab)
   space = space.restricted_to(vocab)
 
   def classify(members: list[Tokens]) -> np.ndarray:

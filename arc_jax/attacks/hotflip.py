@@ -46,8 +46,9 @@ from tqdm.auto import tqdm
 
 from arc_jax import parallel
 from arc_jax.data.batching import make_batch
+from arc_jax.data.embeddings import check_vocabulary
 from arc_jax.nn.models import predict
-from arc_jax.perturbation.plans import LENGTH_BUCKETS, bucket
+from arc_jax.padding import LENGTH_BUCKETS, bucket
 from arc_jax.perturbation.spaces import Space, Tokens
 
 
@@ -467,11 +468,7 @@ def _check_inputs(sentences: Sequence[Tokens], labels: np.ndarray, vocab: Mappin
   if len(sentences) != len(labels):
     raise ValueError(f"Got {len(sentences)} sentences and {len(labels)} labels; pass one label "
                      "per sentence.")
-  for i, sentence in enumerate(sentences):
-    missing = [w for w in sentence if w not in vocab]
-    if missing:
-      raise KeyError(f"Sentence {i} has tokens outside the vocabulary: {missing[:5]}. Drop "
-                     "out-of-vocabulary tokens first (arc_jax.data.drop_oov).")
+  check_vocabulary(sentences, vocab)
 
 
 def hotflip_search(graphdef: nnx.GraphDef, state, space: Space,

@@ -44,10 +44,10 @@ from jax.sharding import Mesh
 from arc_jax.attacks.hotflip import (BeamSearch, Devices, HotFlipResult, Pick,
                                      check_search_settings, matches, merged, robustness,
                                      search_in_chunks)
-from arc_jax.data.trees import Tree
+from arc_jax.data.trees import Nested, Tree, to_nested
 from arc_jax.nn.tree_models import flat_children
-from arc_jax.perturbation.trees import (DEL, DUP, SUB, Nested, TreeBatch, TreeBatchBuilder,
-                                        TreeSpace, leaf_result, rewrite_leaves, to_nested)
+from arc_jax.perturbation.trees import (DEL, DUP, SUB, TreeBatch, TreeBatchBuilder, TreeSpace,
+                                        leaf_result, rewrite_leaves)
 
 PredictTreeFn = Callable[[TreeBatch], np.ndarray]
 

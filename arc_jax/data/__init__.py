@@ -15,4 +15,5 @@ from arc_jax.data.prepare import ExperimentData, TextSplit, prepare_lstm_data, p
 from arc_jax.data.synonyms import (candidate_words, load_stopwords, load_synonyms,
                                    restrict_synonyms)
 from arc_jax.data.tokenize import normalize_ptb, review_tokens, treebank_tokenize, whitespace_tokens
-from arc_jax.data.trees import Tree, TreeSyntaxError, parse_tree
+from arc_jax.data.tree_batching import PaddedTrees, hu_schedule, pad_trees
+from arc_jax.data.trees import Nested, Tree, TreeSyntaxError, from_nested, parse_tree, to_nested

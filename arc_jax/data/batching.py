@@ -10,12 +10,23 @@ its width is a length bucket, so a jitted step compiles once per bucket.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import jax
 import numpy as np
 
-from arc_jax.perturbation.plans import LENGTH_BUCKETS, Plan, PlanBuilder, bucket
+from arc_jax.padding import LENGTH_BUCKETS, bucket, word_ids
+
+OOV_FIX = "drop out-of-vocabulary tokens first (arc_jax.data.drop_oov)."
+"""What a missing word's error tells to do."""
+
+
+class RowPlanner(Protocol):
+  """What lowers the rows of a batch for certification: :class:`arc_jax.perturbation.PlanBuilder`,
+  a layer above the data. Its plan has the batch's ``token_ids`` and ``lengths``."""
+
+  def build(self, sentences: Sequence[Sequence[str]], batch_size: int | None = None) -> Any:
+    ...
 
 
 @jax.tree_util.register_dataclass
@@ -29,7 +40,8 @@ class Batch:
     labels: int32 (B,), 0 for padding rows.
     weights: float32 (B,), 1 for real rows, 0 for padding rows.
     indices: int32 (B,), position of each row in the split, -1 for padding rows.
-    plan: the certification DP plan of these rows (same token_ids), if a PlanBuilder was given.
+    plan: the certification DP plan of these rows (an :class:`arc_jax.perturbation.Plan`, same
+      token_ids), if a plan builder was given.
   """
 
   token_ids: np.ndarray
@@ -37,7 +49,7 @@ class Batch:
   labels: np.ndarray
   weights: np.ndarray
   indices: np.ndarray
-  plan: Plan | None = None
+  plan: Any = None
 
 
 def num_batches(num_examples: int, batch_size: int) -> int:
@@ -84,18 +96,14 @@ def _token_ids(rows: Sequence[Sequence[str]], indices: Sequence[int], vocab: Map
   token_ids = np.zeros((batch_size, width), np.int32)
   lengths = np.zeros((batch_size,), np.int32)
   for b, row in enumerate(rows):
-    try:
-      token_ids[b, :len(row)] = [vocab[w] for w in row]
-    except KeyError as e:
-      raise KeyError(f"{e.args[0]!r} (sentence {indices[b]}) is not in the vocabulary: drop "
-                     "out-of-vocabulary tokens first (arc_jax.data.drop_oov).") from None
+    token_ids[b, :len(row)] = word_ids(vocab, row, OOV_FIX, f" (sentence {indices[b]})")
     lengths[b] = len(row)
   return token_ids, lengths
 
 
 def make_batch(sentences: Sequence[Sequence[str]], labels: Sequence[int], indices: Sequence[int],
                vocab: Mapping[str, int], batch_size: int, *,
-               plan_builder: PlanBuilder | None = None,
+               plan_builder: RowPlanner | None = None,
                length_buckets: Sequence[int] = LENGTH_BUCKETS) -> Batch:
   """Pads the rows ``indices`` of a split into a :class:`Batch` of ``batch_size`` rows.
 
@@ -121,7 +129,7 @@ def make_batch(sentences: Sequence[Sequence[str]], labels: Sequence[int], indice
 
 def iterate_batches(sentences: Sequence[Sequence[str]], labels: Sequence[int],
                     vocab: Mapping[str, int], batch_size: int, *, seed: int = 0, epoch: int = 0,
-                    start: int = 0, shuffle: bool = True, plan_builder: PlanBuilder | None = None,
+                    start: int = 0, shuffle: bool = True, plan_builder: RowPlanner | None = None,
                     length_buckets: Sequence[int] = LENGTH_BUCKETS) -> Iterator[Batch]:
   """The batches of one epoch, from batch number ``start`` on (to resume mid-epoch).
 

@@ -226,3 +226,12 @@ def drop_oov(sentences: Sequence[Sequence[str]], vocab: Collection[str],
   filtered = [tuple(w for w in s if w in vocab) for s in sentences]
   logger.log(logging.WARNING if report.empty else logging.INFO, "%s: %s", name, report)
   return filtered, report
+
+
+def check_vocabulary(sentences: Sequence[Sequence[str]], vocab: Collection[str]) -> None:
+  """Raises a KeyError naming the first sentence with tokens outside ``vocab``, and the fix."""
+  for i, sentence in enumerate(sentences):
+    missing = [w for w in sentence if w not in vocab]
+    if missing:
+      raise KeyError(f"Sentence {i} has tokens outside the vocabulary: {missing[:5]}. Drop "
+                     "out-of-vocabulary tokens first (arc_jax.data.drop_oov).")

@@ -18,7 +18,6 @@ from arc_jax.data.datasets import SPLITS, Example, load_imdb, load_sst2, load_ss
 from arc_jax.data.embeddings import OovReport, build_vocab_and_embeddings, count_oov, drop_oov
 from arc_jax.data.synonyms import (candidate_words, load_stopwords, load_synonyms,
                                    restrict_synonyms)
-from arc_jax.perturbation import Space, parse_space
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +61,8 @@ class ExperimentData:
     synonyms: word → Sub candidates, all in the vocabulary.
     stopwords: the words Del may delete.
     stats: JSON-ready counts: vocabulary, vectors, synonyms and per split the OOV report.
+
+  The perturbation space ``spec`` over this data is ``arc_jax.perturbation.data_space(data, spec)``.
   """
 
   splits: dict[str, Any]
@@ -70,11 +71,6 @@ class ExperimentData:
   synonyms: dict[str, tuple[str, ...]]
   stopwords: tuple[str, ...]
   stats: dict[str, Any]
-
-  def space(self, spec: str) -> Space:
-    """``parse_space(spec)`` with these synonyms and stop words, restricted to the vocabulary."""
-    return parse_space(spec, synonyms=self.synonyms, stopwords=self.stopwords).restricted_to(
-        self.vocab)
 
 
 def _oov_stats(report: OovReport) -> dict[str, Any]:

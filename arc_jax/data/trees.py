@@ -3,7 +3,8 @@
 A :class:`Tree` stores its nodes in post-order (children before parents, the root last), which is
 the order a bottom-up Tree-LSTM visits them; leaves appear in sentence order. Leaf words are
 separated by ASCII white space only: three SST leaves ("8\u00a01\\/2", "2\u00a01\\/2") hold a
-no-break space and stay one leaf each.
+no-break space and stay one leaf each. A tree's shape and leaf words alone are :data:`Nested`
+pairs (:func:`to_nested`, :func:`from_nested`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import re
 from arc_jax.data.tokenize import normalize_ptb
 
 _TREE_TOKEN = re.compile(r"\(|\)|[^ \t\r\n()]+")  # words may hold a no-break space ("8\u00a01\\/2")
+
+
+Nested = str | tuple
+"""A tree as nested pairs: a leaf word (``str``) or ``(left, right)``."""
 
 
 class TreeSyntaxError(ValueError):
@@ -134,3 +139,37 @@ def parse_tree(text: str, *, lower: bool = True, unescape: bool = True) -> Tree:
   if unescape:
     words = [normalize_ptb(w) for w in words]
   return Tree(tuple(words), tuple(left), tuple(right), tuple(labels))
+
+
+def to_nested(tree: Tree) -> Nested:
+  """``tree`` as nested pairs of leaf words."""
+  stack = []
+  for leaf in tree.leaf_index:
+    if leaf >= 0:
+      stack.append(tree.tokens[leaf])
+    else:
+      right = stack.pop()
+      stack.append((stack.pop(), right))
+  return stack[0]
+
+
+def from_nested(nested: Nested, root_label: int = -1) -> Tree:
+  """A post-order :class:`Tree` from nested pairs; every label is -1 (none) but the root's."""
+  tokens, left, right = [], [], []
+
+  def visit(node):
+    if isinstance(node, str):
+      tokens.append(node)
+      left.append(-1)
+      right.append(-1)
+    else:
+      a = visit(node[0])
+      b = visit(node[1])
+      left.append(a)
+      right.append(b)
+    return len(left) - 1
+
+  visit(nested)
+  labels = [-1] * len(left)
+  labels[-1] = root_label
+  return Tree(tuple(tokens), tuple(left), tuple(right), tuple(labels))

@@ -1,5 +1,6 @@
 """The perturbation-space language: transformations, spaces, enumeration, counting, DP plans."""
 
-from arc_jax.perturbation.plans import LENGTH_BUCKETS, Plan, PlanBuilder, TransformationPlan, bucket, reachable_signature, reverse_plan
-from arc_jax.perturbation.spaces import STANDARD_NAMES, STOP_WORDS, Space, SpecError, parse_space, standard_transformation
+from arc_jax.padding import LENGTH_BUCKETS, bucket
+from arc_jax.perturbation.plans import Plan, PlanBuilder, TransformationPlan, reachable_signature, reverse_plan
+from arc_jax.perturbation.spaces import STANDARD_NAMES, STOP_WORDS, Space, SpecError, data_space, parse_space, standard_transformation
 from arc_jax.perturbation.transformations import Transformation, custom, register_transformation

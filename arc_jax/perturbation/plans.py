@@ -3,8 +3,8 @@
 Conventions (every array is indexed by the batch row ``b`` and the 0-based position ``j`` of the
 *last* token of a window, because the DP (DESIGN.md §3) extends prefixes that end at ``j``):
 
-* ``N`` is a length bucket (see :func:`bucket`), so a handful of shapes cover a whole dataset and
-  the jitted DP compiles once per bucket.
+* ``N`` is a length bucket (see :func:`arc_jax.padding.bucket`), so a handful of shapes cover a
+  whole dataset and the jitted DP compiles once per bucket.
 * Padding positions (``j >= lengths[b]``) carry token id 0 and never match.
 * For transformation k, the replacements of the window ``x[j-s_k+1 .. j]`` are described per output
   token l < t_k by the set of distinct words that occur at place l in some replacement (the DP hulls
@@ -20,25 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from arc_jax.padding import reverse_padded
+from arc_jax.padding import LENGTH_BUCKETS, bucket, pow2_at_least, reverse_padded, word_ids
 from arc_jax.perturbation.spaces import Signature, Space
-
-# Every 4 tokens up to 64 (sentences): padding costs a DP step per position, and SST-2 sentences
-# padded to these widths do 11% more steps than their lengths, against 24% with steps of 8 to 16.
-LENGTH_BUCKETS = (4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 160, 192, 256, 384,
-                  512, 768, 1024)
-
-
-def bucket(n: int, buckets: Sequence[int] = LENGTH_BUCKETS) -> int:
-  """The smallest bucket ≥ n; past the largest, the next multiple of the largest."""
-  for b in buckets:
-    if n <= b:
-      return b
-  return -(-n // buckets[-1]) * buckets[-1]
-
-
-def _pow2_at_least(n: int) -> int:
-  return 1 << max(0, int(n) - 1).bit_length()
 
 
 @jax.tree_util.register_dataclass
@@ -106,14 +89,9 @@ class PlanBuilder:
     self.min_replacement_slots = min_replacement_slots
     self._cache = [dict() for _ in space.transformations]
 
-  def _id(self, word: str) -> int:
-    try:
-      return self.vocab[word]
-    except KeyError:
-      raise KeyError(
-          f"{word!r} is not in the vocabulary. Drop out-of-vocabulary tokens from the sentences "
-          "and restrict the space with space.restricted_to(vocab) before building plans."
-      ) from None
+  def _ids(self, words: Sequence[str]) -> list[int]:
+    return word_ids(self.vocab, words, "drop out-of-vocabulary tokens from the sentences and "
+                    "restrict the space with space.restricted_to(vocab) before building plans.")
 
   def _replacement_ids(self, k: int, window: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
     """Per output place l, the distinct ids at place l of T_k's replacements (cached)."""
@@ -123,8 +101,7 @@ class PlanBuilder:
       per_place = [[] for _ in range(t.t)]
       repl = t.replacements(window)
       for r in repl:
-        for l, word in enumerate(r):
-          i = self._id(word)
+        for l, i in enumerate(self._ids(r)):
           if i not in per_place[l]:
             per_place[l].append(i)
       cache[window] = (bool(repl), tuple(tuple(p) for p in per_place))
@@ -153,7 +130,7 @@ class PlanBuilder:
     lengths = np.zeros((rows,), np.int32)
     for b, sent in enumerate(sentences):
       lengths[b] = len(sent)
-      token_ids[b, :len(sent)] = [self._id(w) for w in sent]
+      token_ids[b, :len(sent)] = self._ids(sent)
 
     plans = []
     for k, t in enumerate(self.space.transformations):
@@ -164,8 +141,8 @@ class PlanBuilder:
           ok, ids = self._replacement_ids(k, sent[start:start + t.s])
           if ok:
             hits.append((b, start + t.s - 1, ids))
-      r = _pow2_at_least(max([len(p) for *_, ids in hits for p in ids]
-                             + [self.min_replacement_slots]))
+      r = pow2_at_least(max([len(p) for *_, ids in hits for p in ids]
+                            + [self.min_replacement_slots]))
       match = np.zeros((rows, n), bool)
       repl_ids = np.zeros((rows, n, t.t, r), np.int32)
       repl_mask = np.zeros((rows, n, t.t, r), bool)

@@ -321,3 +321,10 @@ def parse_space(
       ),
       tuple(d for _, d in items),
   )
+
+
+def data_space(data, spec: str) -> Space:
+  """The space ``spec`` of an experiment's data: :func:`parse_space` with the synonyms and stop
+  words of ``data`` (an :class:`arc_jax.data.ExperimentData`), restricted to its vocabulary."""
+  return parse_space(spec, synonyms=data.synonyms, stopwords=data.stopwords).restricted_to(
+      data.vocab)

@@ -1,4 +1,5 @@
-"""Tree perturbation spaces for Tree-LSTMs, their exact enumeration, and padded tree batches.
+"""Tree perturbation spaces for Tree-LSTMs, their exact enumeration, and tree batches lowered for
+them.
 
 Paper: "Extension to Bi-LSTMs and Tree-LSTMs" and appendix "Handling Tree-LSTMs". A tree space is
 written with the same spec strings as a string space (``"[(Del,2),(Sub,2)]"``): parse it with
@@ -39,38 +40,26 @@ plain leaf in every budget ("at most" semantics) and its Sub box includes the or
 slots are tight (exactly c_k rewrites) and a Sub slot holds the synonyms only. Both describe the
 same union over the budgets.
 
-**Batches.** :class:`TreeBatch` holds B trees padded to N nodes (post-order, children before
-parents, root at ``num_nodes - 1``) and a *schedule*: the internal nodes of all trees grouped into
-S steps of at most W nodes such that both children of a node are computed in an earlier step (or
-are leaves). A Tree-LSTM then runs as one ``lax.scan`` over S steps that computes W nodes at once.
-The schedule is Hu's list schedule (deepest ready nodes first), which is optimal for in-forests
-with unit times: S is the smallest number of steps of width W.
+**Batches.** :class:`TreeBatch` is a batch of padded trees and its schedule
+(:class:`~arc_jax.data.tree_batching.PaddedTrees`, the structure) with what the space does to
+each leaf (deletable subtrees, duplicable leaves, Sub candidates), as a
+:class:`~arc_jax.perturbation.Plan` lowers a :class:`~arc_jax.data.Batch` of sentences.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
 from typing import Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
 
-from arc_jax.data.trees import Tree
-from arc_jax.perturbation.plans import bucket
+from arc_jax.data.tree_batching import OOV_FIX, PaddedTrees, pad_trees
+from arc_jax.data.trees import Nested, Tree, to_nested
+from arc_jax.padding import NODE_BUCKETS, STEP_BUCKETS, pow2_at_least, word_ids
 from arc_jax.perturbation.spaces import Space
 
-NODE_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
-"""Padded node counts of tree batches (coarse: each tree program compiles slowly)."""
-
-Nested = str | tuple
-"""A tree as nested pairs: a leaf word (``str``) or ``(left, right)``."""
-
 DEL, DUP, SUB = "Del", "Dup", "Sub"
-
-STEP_BUCKETS = tuple(2 ** i for i in range(3, 13))
-"""Allowed numbers of schedule steps S: steps holding only padding cost no computation, so
-powers of two only cost a little memory and save compilations."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +89,12 @@ class TreeSignature:
     """The axis counting ``kind``, or None when the space does not use it (δ = 0 counts)."""
     return self.kinds.index(kind) if kind in self.kinds and self.budgets[
         self.kinds.index(kind)] > 0 else None
+
+  @property
+  def added_nodes(self) -> int:
+    """The most nodes a tree of S(t) has beyond t's: each duplicated leaf becomes three nodes."""
+    dup = self.axis(DUP)
+    return 0 if dup is None else 2 * self.budgets[dup]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,60 +278,17 @@ def rewrite_leaves(tree: Tree, leaves: Sequence[Nested | None]) -> Tree | None:
   return Tree(tuple(tokens), tuple(left), tuple(right), tuple(labels))
 
 
-def to_nested(tree: Tree) -> Nested:
-  """``tree`` as nested pairs of leaf words."""
-  stack = []
-  for leaf in tree.leaf_index:
-    if leaf >= 0:
-      stack.append(tree.tokens[leaf])
-    else:
-      right = stack.pop()
-      stack.append((stack.pop(), right))
-  return stack[0]
-
-
-def from_nested(nested: Nested, root_label: int = -1) -> Tree:
-  """A post-order :class:`Tree` from nested pairs; every label is -1 (none) but the root's."""
-  tokens, left, right = [], [], []
-
-  def visit(node):
-    if isinstance(node, str):
-      tokens.append(node)
-      left.append(-1)
-      right.append(-1)
-    else:
-      a = visit(node[0])
-      b = visit(node[1])
-      left.append(a)
-      right.append(b)
-    return len(left) - 1
-
-  visit(nested)
-  labels = [-1] * len(left)
-  labels[-1] = root_label
-  return Tree(tuple(tokens), tuple(left), tuple(right), tuple(labels))
-
-
 # ---------------------------------------------------------------------------------------------
 # Padded batches.
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class TreeBatch:
-  """B trees padded to N nodes, lowered for the Tree-LSTM and its certification DP.
+class TreeBatch(PaddedTrees):
+  """Padded trees (:class:`~arc_jax.data.tree_batching.PaddedTrees`: token ids, children, labels,
+  node counts, schedule) lowered for the certification DP of a tree space.
 
-  Nodes are in post-order within each tree; ``flat id = b * N + n`` names node n of tree b, and
-  ``B * N`` is a no-op placeholder.
-
-  Attributes:
-    token_ids: int32 (B, N), word id of each leaf; 0 at internal nodes and padding.
-    left: int32 (B, N), left child of each internal node, -1 at leaves and padding.
-    right: int32 (B, N), right child, -1 at leaves and padding.
-    labels: int32 (B, N), label of each node, -1 where there is none (padding, perturbed trees).
-    num_nodes: int32 (B,), 0 for a padding row; the root of row b is ``num_nodes[b] - 1``.
-    schedule: int32 (S, W), flat ids of the internal nodes computed at each step (both children
-      of a node are leaves or computed at an earlier step); ``B * N`` pads a step.
+  Attributes (besides those of the padded trees):
     substitutes: int32 (B, N, R), Sub candidates of each leaf (0 beyond ``substitute_mask``).
     substitute_mask: bool (B, N, R).
     deletable: int32 (B, N), number of leaves of each node's subtree if Del can delete all of
@@ -347,66 +299,11 @@ class TreeBatch:
       describe the space it certifies).
   """
 
-  token_ids: np.ndarray
-  left: np.ndarray
-  right: np.ndarray
-  labels: np.ndarray
-  num_nodes: np.ndarray
-  schedule: np.ndarray
   substitutes: np.ndarray
   substitute_mask: np.ndarray
   deletable: np.ndarray
   duplicable: np.ndarray
   signature: TreeSignature | None = dataclasses.field(default=None, metadata=dict(static=True))
-
-  @property
-  def shape(self) -> tuple[int, int]:
-    return tuple(self.token_ids.shape)
-
-
-def _pow2_at_least(n: int) -> int:
-  return 1 << max(0, int(n) - 1).bit_length()
-
-
-def hu_schedule(left: np.ndarray, right: np.ndarray, width: int) -> list[list[int]]:
-  """Groups the internal nodes of padded trees into steps of at most ``width`` nodes.
-
-  Hu's algorithm: at each step take the ``width`` deepest nodes whose children are done. For
-  in-forests with unit times it uses the fewest steps possible (Hu, 1961).
-
-  Args:
-    left, right: int (B, N) child indices in post-order, -1 at leaves and padding.
-    width: W.
-
-  Returns:
-    list of steps, each a list of flat ids ``b * N + n``.
-  """
-  rows, n_pad = left.shape
-  depth = np.zeros((rows, n_pad), np.int64)
-  parent = np.full(rows * n_pad, -1, np.int64)
-  pending = np.zeros(rows * n_pad, np.int64)
-  internal = left >= 0
-  base = np.arange(rows)[:, None] * n_pad
-  for n in range(n_pad - 1, -1, -1):  # parents come after their children
-    b = np.nonzero(internal[:, n])[0]
-    for child in (left[b, n], right[b, n]):
-      depth[b, child] = depth[b, n] + 1
-      parent[b * n_pad + child] = b * n_pad + n
-      pending[b * n_pad + n] += internal[b, child]
-  depth, parent, pending = depth.reshape(-1).tolist(), parent.tolist(), pending.tolist()
-  ready = [(-depth[i], i) for i in (base + np.arange(n_pad))[internal].tolist() if not pending[i]]
-  heapq.heapify(ready)
-  steps = []
-  while ready:
-    step = [heapq.heappop(ready)[1] for _ in range(min(width, len(ready)))]
-    for i in step:
-      p = parent[i]
-      if p >= 0:
-        pending[p] -= 1
-        if pending[p] == 0:
-          heapq.heappush(ready, (-depth[p], p))
-    steps.append(step)
-  return steps
 
 
 class TreeBatchBuilder:
@@ -436,27 +333,22 @@ class TreeBatchBuilder:
     self.width = width
     self._cache = {}
 
-  def _id(self, word: str) -> int:
-    try:
-      return self.vocab[word]
-    except KeyError:
-      raise KeyError(f"{word!r} is not in the vocabulary; tree leaves keep out-of-vocabulary "
-                     "words as vocabulary entries with zero vectors (prepare_tree_data).") from None
-
-  def _leaf(self, word: str) -> tuple[int, int, bool, tuple[int, ...]]:
-    """(id, 1 if Del can delete it else 0, whether Dup matches it, Sub candidate ids) of a leaf
-    word (cached)."""
+  def _leaf(self, word: str) -> tuple[int, bool, tuple[int, ...]]:
+    """(1 if Del can delete it else 0, whether Dup matches it, Sub candidate ids) of a leaf word
+    (cached)."""
     if word not in self._cache:
       space = self.space
-      self._cache[word] = (self._id(word), int(space is not None and space.is_deletable(word)),
-                           space is not None and space.is_duplicable(word),
-                           () if space is None else tuple(map(self._id, space.substitutes(word))))
+      self._cache[word] = (
+          int(space is not None and space.is_deletable(word)),
+          space is not None and space.is_duplicable(word),
+          () if space is None else tuple(word_ids(self.vocab, space.substitutes(word), OOV_FIX)))
     return self._cache[word]
 
   def build(self, trees: Sequence[Tree], batch_size: int | None = None, *,
             max_nodes: int | None = None, width: int | None = None,
             num_steps: int | None = None) -> TreeBatch:
-    """Pads ``trees`` into one batch.
+    """Pads ``trees`` into one batch (:func:`~arc_jax.data.tree_batching.pad_trees`) and adds
+    what the space does to each leaf.
 
     Args:
       trees: the trees (post-order).
@@ -468,50 +360,31 @@ class TreeBatchBuilder:
     Raises:
       ValueError: the trees do not fit in the requested B, N or S.
     """
-    rows = len(trees) if batch_size is None else batch_size
-    biggest = max((t.num_nodes for t in trees), default=1)
-    n_pad = bucket(biggest, self.node_buckets) if max_nodes is None else max_nodes
-    if rows < len(trees) or n_pad < biggest:
-      raise ValueError(f"{len(trees)} trees of up to {biggest} nodes do not fit in a batch of "
-                       f"{rows} × {n_pad} nodes.")
-    token_ids = np.zeros((rows, n_pad), np.int32)
-    left = np.full((rows, n_pad), -1, np.int32)
-    right = np.full((rows, n_pad), -1, np.int32)
-    labels = np.full((rows, n_pad), -1, np.int32)
-    num_nodes = np.zeros((rows,), np.int32)
+    padded = pad_trees(trees, self.vocab, batch_size, max_nodes=max_nodes,
+                       width=self.width if width is None else width, num_steps=num_steps,
+                       node_buckets=self.node_buckets, step_buckets=self.step_buckets)
+    rows, n_pad = padded.shape
     deletable = np.zeros((rows, n_pad), np.int32)
     duplicable = np.zeros((rows, n_pad), bool)
     hits = []  # (b, node, Sub candidate ids) of the leaves with candidates
     for b, tree in enumerate(trees):
-      n = tree.num_nodes
-      num_nodes[b] = n
-      left[b, :n], right[b, :n], labels[b, :n] = tree.left, tree.right, tree.labels
-      row_ids, row_deletable = [0] * n, [0] * n
+      row_deletable = [0] * tree.num_nodes
       for node, leaf in enumerate(tree.leaf_index):
         if leaf >= 0:
-          word_id, word_deletable, duplicable[b, node], subs = self._leaf(tree.tokens[leaf])
-          row_ids[node], row_deletable[node] = word_id, word_deletable
+          row_deletable[node], duplicable[b, node], subs = self._leaf(tree.tokens[leaf])
           if subs:
             hits.append((b, node, subs))
         else:
           l, r = row_deletable[tree.left[node]], row_deletable[tree.right[node]]
           row_deletable[node] = l + r if l and r else 0
-      token_ids[b, :n], deletable[b, :n] = row_ids, row_deletable
-    r_pad = _pow2_at_least(max([len(ids) for *_, ids in hits] + [self.min_substitutes]))
+      deletable[b, :tree.num_nodes] = row_deletable
+    r_pad = pow2_at_least(max([len(ids) for *_, ids in hits] + [self.min_substitutes]))
     substitutes = np.zeros((rows, n_pad, r_pad), np.int32)
     substitute_mask = np.zeros((rows, n_pad, r_pad), bool)
     for b, node, ids in hits:
       substitutes[b, node, :len(ids)] = ids
       substitute_mask[b, node, :len(ids)] = True
-
-    width = self.width if width is None else width
-    steps = hu_schedule(left, right, width)
-    s_pad = bucket(max(len(steps), 1), self.step_buckets) if num_steps is None else num_steps
-    if s_pad < len(steps):
-      raise ValueError(f"The trees need {len(steps)} steps of width {width}; num_steps={s_pad}.")
-    schedule = np.full((s_pad, width), rows * n_pad, np.int32)
-    for i, step in enumerate(steps):
-      schedule[i, :len(step)] = step
-    return TreeBatch(token_ids, left, right, labels, num_nodes, schedule, substitutes,
-                     substitute_mask, deletable, duplicable,
-                     None if self.space is None else self.space.signature)
+    return TreeBatch(**{f.name: getattr(padded, f.name) for f in dataclasses.fields(PaddedTrees)},
+                     substitutes=substitutes, substitute_mask=substitute_mask,
+                     deletable=deletable, duplicable=duplicable,
+                     signature=None if self.space is None else self.space.signature)

@@ -1,6 +1,6 @@
 """A run's trained model as small plain files that evaluation reloads without Orbax.
 
-``export_run(run_dir, dest)`` writes ``dest/model/``:
+:func:`arc_jax.train.run.export_run` writes ``dest/model/``:
 
   params.npz   one array per parameter leaf, keyed by its path in the ``nnx.State``
                (``"lstm.cell.kernel"``); float32, exact, for leaves the run made from scratch
@@ -23,7 +23,6 @@ Beside ``model/`` the export copies ``config.json``, ``metrics.jsonl``, ``summar
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,6 @@ import numpy as np
 MODEL_DIR = "model"
 SPARSE_DTYPE = np.float16
 """dtype of the stored row differences of leaves that start from the data (word vectors)."""
-
-COPIED_FILES = ("config.json", "metrics.jsonl", "summary.json")
 
 
 class ExportError(RuntimeError):
@@ -128,32 +125,3 @@ def load_model(run_dir, initial_params, fingerprint: dict[str, Any] | None = Non
                         f"the run's config builds {start.dtype}{list(start.shape)}.")
     leaves.append(jax.device_put(value, getattr(template, "sharding", None)))
   return jax.tree_util.tree_unflatten(treedef, leaves), record["meta"]
-
-
-def export_run(run_dir, dest) -> dict[str, Any]:
-  """Copies a finished run's files and best parameters to ``dest``; returns the model record.
-
-  Evaluation results (``eval/``) are copied only when the export is exact; otherwise evaluate
-  the export (``experiments/evaluate.py --workdir DEST``) so that its numbers are the export's.
-  """
-  from arc_jax.train.checkpoints import Checkpoints, RunDirectory  # noqa: PLC0415
-  from arc_jax.train.experiment import build_experiment  # noqa: PLC0415
-
-  run, dest = RunDirectory(run_dir), Path(dest)
-  if not run.finished:
-    raise ExportError(f"{run.path} has no summary.json: finish the run before exporting it.")
-  if dest.resolve() == run.path.resolve():
-    raise ExportError(f"The export's destination {dest} is the run directory itself.")
-  experiment = build_experiment(run.config())
-  checkpoints = Checkpoints(run.path, read_only=True)
-  try:
-    params, meta = checkpoints.restore_best(experiment.params)
-  finally:
-    checkpoints.close()
-  dest.mkdir(parents=True, exist_ok=True)
-  for name in COPIED_FILES:
-    shutil.copy2(run.path / name, dest / name)
-  record = save_model(dest, params, experiment.params, meta)
-  if record["exact"] and (run.path / "eval").is_dir():
-    shutil.copytree(run.path / "eval", dest / "eval", dirs_exist_ok=True)
-  return record

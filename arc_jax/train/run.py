@@ -15,12 +15,16 @@ and the evaluation function; for Tree-LSTMs an example is a tree and its metrics
 SIGINT and SIGTERM stop the run cleanly (:mod:`arc_jax.train.interrupt`): a checkpoint at the
 current step, then ``{"status": "interrupted", ...}``. A stop during the dev evaluation saves
 the epoch's end with the evaluation still to do; the resumed run does it first.
+
+``export_run(run_dir, dest)`` keeps a finished run as plain files (:mod:`arc_jax.train.export`).
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -36,6 +40,7 @@ from arc_jax.data.paths import data_folder
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError
 from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment
+from arc_jax.train.export import ExportError, save_model
 from arc_jax.train.interrupt import Interrupted, StopRequest, stop_on_signals
 from arc_jax.train.methods import METHODS
 from arc_jax.train.progress import RunClock, eval_bar, run_bar
@@ -44,6 +49,9 @@ from arc_jax.train.steps import (config_optimizer, evaluate_split, init_state, m
                                  make_train_step, zero_totals)
 
 logger = logging.getLogger(__name__)
+
+COPIED_FILES = ("config.json", "metrics.jsonl", "summary.json")
+"""The files of a run directory an export (:func:`export_run`) copies beside ``model/``."""
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, overwrite: bool = False,
@@ -342,3 +350,29 @@ class _Trainer:
     logger.info("Finished %s: best epoch %d, test acc %.4f, test certified acc %.4f.",
                 self.run.path, best["epoch"], test["acc"], test["cf_acc"])
     return summary
+
+
+def export_run(run_dir, dest) -> dict[str, Any]:
+  """Copies a finished run's files and best parameters to ``dest``; returns the model record.
+
+  Evaluation results (``eval/``) are copied only when the export is exact; otherwise evaluate
+  the export (``experiments/evaluate.py --workdir DEST``) so that its numbers are the export's.
+  """
+  run, dest = RunDirectory(run_dir), Path(dest)
+  if not run.finished:
+    raise ExportError(f"{run.path} has no summary.json: finish the run before exporting it.")
+  if dest.resolve() == run.path.resolve():
+    raise ExportError(f"The export's destination {dest} is the run directory itself.")
+  experiment = build_experiment(run.config())
+  checkpoints = Checkpoints(run.path, read_only=True)
+  try:
+    params, meta = checkpoints.restore_best(experiment.params)
+  finally:
+    checkpoints.close()
+  dest.mkdir(parents=True, exist_ok=True)
+  for name in COPIED_FILES:
+    shutil.copy2(run.path / name, dest / name)
+  record = save_model(dest, params, experiment.params, meta)
+  if record["exact"] and (run.path / "eval").is_dir():
+    shutil.copytree(run.path / "eval", dest / "eval", dirs_exist_ok=True)
+  return record

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from arc_jax.data import iterate_batches, prepare_lstm_data, prepare_tree_data
-from arc_jax.perturbation import PlanBuilder
+from arc_jax.perturbation import PlanBuilder, data_space
 from fake_data_root import SST2_TRAIN, cache_dir, data_root
 
 
@@ -42,7 +42,7 @@ def test_drop_empty_records_source_indices(data_root, cache_dir):
 
 def test_space_and_plans(data_root, cache_dir):
   data = prepare_lstm_data(data_root=data_root, cache_dir=cache_dir)
-  space = data.space("[(Del,2),(Sub,2)]")
+  space = data_space(data, "[(Del,2),(Sub,2)]")
   perturbed = set(space.enumerate(data.splits["train"].tokens[4]))  # a bad , bad film
   assert ("a", "bad", ",", "terrible", "movie") in perturbed
   builder = PlanBuilder(space, data.vocab)

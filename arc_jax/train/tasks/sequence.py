@@ -22,7 +22,7 @@ from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, adversarial_exampl
 from arc_jax.certify import certify_model
 from arc_jax.data import Batch, ExperimentData, iterate_batches, make_batch, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier, predict
-from arc_jax.perturbation import PlanBuilder, Space
+from arc_jax.perturbation import PlanBuilder, Space, data_space
 from arc_jax.perturbation.spaces import Signature
 from arc_jax.train import losses, steps
 from arc_jax.train.tasks.base import Task, largest_synonym_list
@@ -110,7 +110,7 @@ class SequenceTask(Task):
                              data_root=config.data_dir)
 
   def space(self, data: ExperimentData, spec: str) -> Space:
-    return data.space(spec)
+    return data_space(data, spec)
 
   def builder(self, data: ExperimentData, space: Space) -> PlanBuilder:
     slots = largest_synonym_list(data) if "Sub" in space.names else 1

@@ -37,9 +37,10 @@ from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, exhaustive_tree_ro
 from arc_jax.certify.tree_dp import certify_tree_model
 from arc_jax.data import ExperimentData, Tree, batch_order, prepare_tree_data
 from arc_jax.nn.tree_models import TreeLSTMClassifier
-from arc_jax.perturbation.plans import bucket
-from arc_jax.perturbation.trees import (DUP, NODE_BUCKETS, SUB, TreeBatch, TreeBatchBuilder,
-                                        TreeSignature, TreeSpace, tree_space)
+from arc_jax.padding import NODE_BUCKETS, bucket
+from arc_jax.perturbation import data_space
+from arc_jax.perturbation.trees import (SUB, TreeBatch, TreeBatchBuilder, TreeSignature,
+                                        TreeSpace, tree_space)
 from arc_jax.train import losses
 from arc_jax.train.steps import RowMetrics
 from arc_jax.train.tasks.base import Task, largest_synonym_list
@@ -144,15 +145,13 @@ class TreeTask(Task):
                              data_root=config.data_dir)
 
   def space(self, data: ExperimentData, spec: str) -> TreeSpace:
-    return tree_space(data.space(spec))
+    return tree_space(data_space(data, spec))
 
   def builder(self, data: ExperimentData, space: TreeSpace) -> TreeBatchBuilder:
-    dup = space.signature.axis(DUP)
-    growth = 0 if dup is None else 2 * space.budgets[dup]  # a Dup adds 2 nodes
     largest = max(t.num_nodes for trees in data.splits.values() for t in trees)
+    nodes = bucket(largest + space.signature.added_nodes, NODE_BUCKETS)
     slots = largest_synonym_list(data) if space.signature.axis(SUB) is not None else 1
-    return TreeBatchBuilder(data.vocab, space, min_substitutes=slots,
-                            node_buckets=(bucket(largest + growth, NODE_BUCKETS),))
+    return TreeBatchBuilder(data.vocab, space, min_substitutes=slots, node_buckets=(nodes,))
 
   def model(self, config: ml_collections.ConfigDict, data: ExperimentData) -> TreeLSTMClassifier:
     return TreeLSTMClassifier(data.embeddings, hidden=config.hidden, num_classes=SST_CLASSES,
