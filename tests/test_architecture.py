@@ -25,7 +25,7 @@ LAYERS = (
     {"certify", "attacks"},  # certification DPs; enumeration, HotFlip, sampling
     {"verify"},  # complete verification by branch and bound
     {"train"},  # methods, tasks, the loop, checkpoints
-    {"evaluation", "configs"},
+    {"metrics", "evaluation", "configs"},  # metrics by name; evaluating runs; shipped configs
     {"cli"},
 )
 """The layers of ``arc_jax``, bottom first: each module or subpackage imports only from its own
