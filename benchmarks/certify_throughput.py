@@ -18,7 +18,7 @@ one ``certify_compare`` line per space: the ratio of sentences/s, the load, and 
 compared sentence by sentence (``loosest_margin_change`` is the most any margin lower bound got
 worse; ≥ 0 means every certificate is unchanged or tighter).
 The original's DP does 80 / 59 / 73 sentences/s for the three default spaces on this machine
-(DESIGN.md §9).
+(docs/ORIGINAL.md §9).
 """
 
 from __future__ import annotations

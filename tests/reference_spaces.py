@@ -1,6 +1,6 @@
 """Shared hypothesis strategies and independent reference definitions for the perturbation tests.
 
-The reference definitions restate REFERENCE.md §2.1 directly as "window → set of replacements"
+The reference definitions restate docs/ORIGINAL.md §2 directly as "window → set of replacements"
 functions (empty set = no match, identity replacements removed), without using arc_jax code.
 """
 
@@ -36,7 +36,7 @@ def lexicons():
 
 
 def ref_replacements(name, window, synonyms=None, stop=STOP):
-  """REFERENCE.md §2.1: the set of replacements of ``window`` under transformation ``name``."""
+  """docs/ORIGINAL.md §2: the set of replacements of ``window`` under transformation ``name``."""
   w = tuple(window)
   out = set()
   if name == "Del" and len(w) == 1 and w[0] in stop:

@@ -89,7 +89,7 @@ def embedding_gradient(model, tokens, label):
 
 
 def reference_search(model, space, x, y, beam):
-  """The original's GeneralHotFlipAttack.gen_adv (REFERENCE.md §7.1), one candidate at a time:
+  """The original's GeneralHotFlipAttack.gen_adv (docs/ORIGINAL.md §5), one candidate at a time:
   strings with a position map from the original (None = rewritten), scores from the gradient of
   each candidate on its own. The beam keeps distinct strings (ties: the earlier entry)."""
   space = space.restricted_to(VOCAB)

@@ -1,4 +1,4 @@
-"""Transformations as data: the standard library against REFERENCE.md §2.1, custom
+"""Transformations as data: the standard library against docs/ORIGINAL.md §2, custom
 transformations, reversal and vocabulary restriction (issue 2)."""
 
 import pytest

@@ -1,11 +1,11 @@
 """Random members of S(x) (strings) and S(t) (trees) for the data-augmentation baseline
-(DESIGN.md §6).
+(docs/ALGORITHM.md §7).
 
 Sampling is uniform over *application choices* (sets of non-overlapping (window,
 transformation, replacement) picks within the budgets, see :mod:`arc_jax.perturbation.spaces`),
 not over distinct strings: a string that several choices produce is drawn proportionally more
 often, and x itself has the weight of the empty choice. The original draws instead by a random
-beam-1 walk with random scores (REFERENCE.md §7.1), whose distribution depends on the spec order
+beam-1 walk with random scores (docs/ORIGINAL.md §5), whose distribution depends on the spec order
 and favours strings reachable in few steps; uniform choices are well defined and order-free.
 
 Method: a counting DP keeps, per start position i and remaining budget vector c, the number
@@ -121,7 +121,7 @@ def sample_member(space: Space, tokens: Sequence[str], rng: np.random.Generator)
 
   Every application choice (x itself is the empty one) has probability 1 / ``space.count(x)``,
   so a string is drawn with probability (#choices giving it) / (#choices). This differs from the
-  original's random beam walk (REFERENCE.md §7.1); see the module docstring.
+  original's random beam walk (docs/ORIGINAL.md §5); see the module docstring.
 
   Args:
     space: the perturbation space; restrict it to the model's vocabulary

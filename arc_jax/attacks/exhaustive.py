@@ -1,7 +1,7 @@
 """Exhaustive robustness (EX Acc): classify every member of S(x), stopping at the first error.
 
 The exact robustness of a model at (x, y) under a space S: every string of S(x) is classified as
-y. Protocol (REFERENCE.md §8): a wrong clean prediction is not robust; with ``shortcut`` a
+y. Protocol (docs/ORIGINAL.md §6): a wrong clean prediction is not robust; with ``shortcut`` a
 certified example is robust without enumeration (the certificate proves it); otherwise S(x) is
 enumerated and classified until the first misclassified string.
 

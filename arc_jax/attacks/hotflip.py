@@ -1,6 +1,6 @@
 """HotFlip beam search over programmable perturbation spaces (HF Acc, HotFlip adversarial training).
 
-The attack of the original's ``GeneralHotFlipAttack`` (REFERENCE.md §7.1), for any space:
+The attack of the original's ``GeneralHotFlipAttack`` (docs/ORIGINAL.md §5), for any space:
 
 * A candidate is a set of *picks* (start, k, replacement) on the **original** string x:
   non-overlapping windows, at most δ_k picks of T_k. Its string applies all picks in parallel,
@@ -552,7 +552,7 @@ def hotflip_robustness(graphdef: nnx.GraphDef, state, space: Space,
                        sentences: Sequence[Sequence[str]], labels: Sequence[int],
                        vocab: Mapping[str, int], *, beam: int = 5, batch_size: int = 32,
                        progress: bool = False, mesh: Mesh | None = None) -> HotFlipResult:
-  """HF Acc (REFERENCE.md §8): robust iff x and all ``beam`` HotFlip candidates are classified y.
+  """HF Acc (docs/ORIGINAL.md §6): robust iff x and all ``beam`` HotFlip candidates are classified y.
 
   Examples whose clean prediction is wrong are not attacked. The candidates are members of
   S(x), so HF Acc ≥ EX Acc; it is ≤ Acc by definition.

@@ -2,8 +2,8 @@
 
 ``--config experiments/configs/arc.py:MODEL,SPACE``: MODEL ``lstm`` or ``bilstm``; SPACE
 ``del2sub2``, ``sub2ins2``, ``del2ins2`` or ``review`` (S_review, LSTM only). Without ``:…`` it is
-``lstm,del2sub2``, the default of ``experiments/train.py``. λ_max per row from REFERENCE.md §10;
-S_review uses every PPDB candidate (the original's S_review run, §10.5).
+``lstm,del2sub2``, the default of ``experiments/train.py``. λ_max per row from docs/ORIGINAL.md §7;
+S_review uses every PPDB candidate (the original's S_review run).
 """
 
 from arc_jax.configs import sst2_row_config

@@ -3,7 +3,7 @@
 
 ``--config experiments/configs/hotflip.py:MODEL,SPACE``: MODEL ``lstm`` or ``bilstm``; SPACE
 ``del2sub2``, ``sub2ins2``, ``del2ins2`` or ``review`` (LSTM only); default ``lstm,del2sub2``.
-Early stopping 5, at most 24 epochs (REFERENCE.md §10.2); the best epoch has the best dev
+Early stopping 5, at most 24 epochs (docs/ORIGINAL.md §7); the best epoch has the best dev
 accuracy (on the clean dev set; the original measured it on dev plus HotFlip dev). S_review
 attacks with every PPDB candidate, the same S_review as the ARC row certifies.
 """

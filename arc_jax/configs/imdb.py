@@ -1,4 +1,4 @@
-"""ARC certified training of a Bi-LSTM on IMDB (paper Table compare_jia, REFERENCE.md §10.6).
+"""ARC certified training of a Bi-LSTM on IMDB (paper Table compare_jia, docs/ORIGINAL.md §7).
 
 ``--config experiments/configs/imdb.py:SPACE`` with SPACE ``sub1`` (default) or ``sub2``:
 ``[(Sub,1)]`` / ``[(Sub,2)]`` with the counter-fitted neighbours, mean pooling, 30 epochs of

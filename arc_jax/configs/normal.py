@@ -1,7 +1,7 @@
 """Normal (clean) training on SST-2, one model per architecture for every space's table row.
 
 ``--config experiments/configs/normal.py:MODEL`` with MODEL ``lstm`` (default) or ``bilstm``.
-Early stopping after 5 epochs without dev improvement, at most 24 epochs (REFERENCE.md §10.2).
+Early stopping after 5 epochs without dev improvement, at most 24 epochs (docs/ORIGINAL.md §7).
 ``space`` only sets the dev certified accuracy logged each epoch; evaluate the model under any
 space with experiments/evaluate.py.
 """

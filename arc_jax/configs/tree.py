@@ -1,4 +1,4 @@
-"""Tree-LSTM on the SST trees: 5 classes, a label on every node (REFERENCE.md §6, §7.2, §10.4).
+"""Tree-LSTM on the SST trees: 5 classes, a label on every node (docs/ORIGINAL.md §4, §5, §7).
 
 ``--config experiments/configs/tree.py:METHOD,SPACE``: METHOD ``arc`` (certified training),
 ``augment`` (data augmentation) or ``hotflip`` (HotFlip adversarial training: each batch also

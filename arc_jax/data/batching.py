@@ -1,6 +1,6 @@
 """Length-bucketed, fixed-size batches of token ids, reproducible from a seed and resumable.
 
-Training order follows the original's pooled sampler (REFERENCE.md §1.1): a random permutation,
+Training order follows the original's pooled sampler (docs/ORIGINAL.md §1): a random permutation,
 cut into pools of ``pool · B`` examples, each pool sorted by length and cut into batches, then
 the batches shuffled. Sentences of similar length share a batch, so little padding is computed.
 Every batch has exactly ``B`` rows (missing rows are padding: length 0, weight 0, index -1) and

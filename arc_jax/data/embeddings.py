@@ -2,10 +2,10 @@
 
 The vocabulary of an experiment is the set of words it may ever see (the dataset's tokens and
 their substitution candidates) that the vector file covers, in vector-file order, after id 0:
-padding and unknown, with a zero vector (REFERENCE.md §1.1). Tree-LSTM vocabularies also keep
-the leaf words the vectors lack (``keep_without_vectors``), with zero vectors (§1.3).
+padding and unknown, with a zero vector (docs/ORIGINAL.md §1). Tree-LSTM vocabularies also keep
+the leaf words the vectors lack (``keep_without_vectors``), with zero vectors.
 
-OOV policy (REFERENCE.md §1.1, §1.3), applied by :func:`drop_oov` and always counted:
+OOV policy (docs/ORIGINAL.md §1), applied by :func:`drop_oov` and always counted:
 * LSTM inputs: tokens outside the vocabulary are removed from the sentence. A sentence that
   becomes empty is kept (empty) and reported by index; the caller decides what to do with it.
 * Tree leaves: every leaf word is in the vocabulary (``keep_without_vectors``); uncovered ones

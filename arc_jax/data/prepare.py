@@ -2,7 +2,7 @@
 
 The vocabulary covers every split (train, validation and test) and the synonym candidates of
 their words: embeddings are frozen for the LSTMs, so seeing the test words leaks nothing, and one
-vocabulary serves training and certification alike (ARC rebuilt it per run, REFERENCE.md §1.1).
+vocabulary serves training and certification alike (ARC rebuilt it per run, docs/ORIGINAL.md §1).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def prepare_tree_data(*, synonyms: str = "counterfitted", max_candidates: int | 
                       cache_dir: str | os.PathLike | None = None) -> ExperimentData:
   """Data of a Tree-LSTM experiment on the SST trees (splits hold ``list[Tree]``).
 
-  Every leaf word is in the vocabulary; those without vectors get zero rows (REFERENCE.md §1.3)
+  Every leaf word is in the vocabulary; those without vectors get zero rows (docs/ORIGINAL.md §1)
   and are counted in ``stats["splits"][split]`` (``dropped_*`` there means "has a zero vector";
   ``empty``: trees none of whose leaves has a vector). Sub candidates are kept only if they have
   vectors.

@@ -3,7 +3,7 @@
 Two lexicons (shared/data/PROVENANCE.md §3):
 
 * ``"counterfitted"`` (default): counter-fitted vector neighbours, ``word → [neighbours]``
-  (ARC's default attack surface, REFERENCE.md §2.2).
+  (ARC's default attack surface, docs/ORIGINAL.md §2).
 * ``"ppdb"``: the PPDB 2.0 synonym pairs used for counter-fitting, ``word1 word2`` per line, added
   in both directions. A stand-in for ARC's ``ppdb-2.0-s-lexical``: no POS tags, so candidates are
   not filtered by part of speech.

@@ -1,7 +1,7 @@
 """Lowering tokenised sentences and a space into the padded arrays the certification DP consumes.
 
 Conventions (every array is indexed by the batch row ``b`` and the 0-based position ``j`` of the
-*last* token of a window, because the DP (DESIGN.md §3) extends prefixes that end at ``j``):
+*last* token of a window, because the DP (docs/ALGORITHM.md §2) extends prefixes that end at ``j``):
 
 * ``N`` is a length bucket (see :func:`arc_jax.padding.bucket`), so a handful of shapes cover a
   whole dataset and the jitted DP compiles once per bucket.

@@ -1,4 +1,4 @@
-"""Programmable perturbation spaces S = {(T_1, δ_1), …, (T_m, δ_m)} (paper §2.1).
+"""Programmable perturbation spaces S = {(T_1, δ_1), …, (T_m, δ_m)} (paper §3.1).
 
 S(x) is the set of strings obtained from x by applying each T_k at most δ_k times, at
 non-overlapping windows of the *original* string, all in parallel. An *application choice* is a

@@ -20,7 +20,7 @@ every admissible B, and
 because budgets are per transformation and the two parts share none. Different choices A can
 give the same string with different origins (deleting either of two equal stop words), so
 members are distinct (string, origins) pairs, not distinct strings. Applying S_abs to x' as a
-new sentence instead (the original's implementation, REFERENCE.md §7.1) would also rewrite
+new sentence instead (the original's implementation, docs/ORIGINAL.md §5) would also rewrite
 tokens that A wrote (substitute a duplicated copy) and windows that A's deletions joined:
 strings outside S(x).
 """

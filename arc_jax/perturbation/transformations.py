@@ -1,8 +1,8 @@
-"""String transformations T = (φ, f, s, t) of the ARC paper (§2.1), as plain data.
+"""String transformations T = (φ, f, s, t) of the ARC paper (§3.1), as plain data.
 
 A transformation matches a window of ``s`` tokens (the predicate φ) and rewrites it into a set of
 strings of exactly ``t`` tokens (the function f). The standard library follows the original ARC code
-exactly (see REFERENCE.md §2.1):
+exactly (see docs/ORIGINAL.md §2):
 
 =========  =====  =====================================================================
 name       s→t    meaning

@@ -35,7 +35,7 @@ paper's transition equations describe (merge: the children's budgets add up; Del
 child of size d lets the node be its sibling's state at budget c − d·e_Del; Sub and Dup: leaf
 states at c = e_Sub and c = e_Dup), which ``tests/test_tree_perturbation.py`` checks at set level.
 
-Differences from the original implementation (REFERENCE.md §6, §11 item 11): its slots hold the
+Differences from the original implementation (docs/ORIGINAL.md §4, §8 item 7): its slots hold the
 plain leaf in every budget ("at most" semantics) and its Sub box includes the original word; here
 slots are tight (exactly c_k rewrites) and a Sub slot holds the synonyms only. Both describe the
 same union over the budgets.

@@ -14,7 +14,7 @@ string of S(x); with k smaller it is the adversarial-training heuristic of both 
 
 * ``arc_a3t`` (ARC-A3T): M(x) by enumeration, as the paper: every member of S_aug(x) is
   classified with the current parameters (no dropout) and the k with the highest cross-entropy
-  are kept (the original keeps 2, ``--eaugment-by 2``, REFERENCE.md §7.1); S_abs|x' is
+  are kept (the original keeps 2, ``--eaugment-by 2``, docs/ORIGINAL.md §5); S_abs|x' is
   abstracted with the ARC DP. Enumeration grows as n^δ with the sentence length n per augmented
   transformation (about n²/2 members for (Ins,2), C(#matches, 2) for (Sub,2)); where that is too
   many (larger δ, every PPDB candidate, long IMDB reviews) ``config.augment_search="hotflip"``
@@ -28,7 +28,7 @@ Differences from the original code, on purpose: the abstracted part only rewrite
 augmented rewrites left untouched (the original certified S_abs on x' as a new sentence, which
 reaches strings outside S(x)); the robust term is the maximum over M(x), not a mean over the
 rows added to the batch; augmenting Sub does augment it (the original's enumeration had empty
-substitution lists, REFERENCE.md §11.5).
+substitution lists, docs/ORIGINAL.md §8 item 4).
 """
 
 from __future__ import annotations

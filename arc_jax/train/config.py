@@ -2,7 +2,7 @@
 
 Experiment configs (``experiments/configs/*.py``) start from :func:`default_config` and change
 values only, so every run directory's ``config.json`` has the same keys. The defaults are the
-original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (REFERENCE.md §7.1, §10.2). A field
+original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (docs/ORIGINAL.md §5, §7). A field
 added later defaults to what runs did before it existed, so older run directories read with
 :func:`with_defaults` mean what they meant. The paper's rows are configs
 (:mod:`arc_jax.configs`, ``experiments/configs/``), not part of the schema.

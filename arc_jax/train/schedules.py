@@ -1,6 +1,6 @@
 """The ARC curriculum as Optax schedules: λ (robust weight) and ε (hull scale) per step.
 
-Semantics of the original (REFERENCE.md §7.1): in epoch t the value is
+Semantics of the original (docs/ORIGINAL.md §5): in epoch t the value is
 ``linspace(start, peak, ramp_epochs)[t]`` for t < ramp_epochs and ``peak`` afterwards, constant
 within an epoch. With the defaults (start 0, 16 ramp epochs of 24) epoch 0 has λ = 0 (clean
 training, which the trainer runs without the DP), epoch 15 reaches the peak and epochs 15–23

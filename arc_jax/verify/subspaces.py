@@ -10,7 +10,7 @@ picks of each T_k. A :class:`SubSpace` is the set of choices allowed by two cons
 
 The full space is every replacement allowed and every token keepable. These are exactly the
 constraints the certification DP honours (``Plan.match``, ``Plan.replacement_mask`` and
-``Plan.keep``, see :func:`lower`): the DP's soundness argument (DESIGN.md §3) goes through with
+``Plan.keep``, see :func:`lower`): the DP's soundness argument (docs/ALGORITHM.md §2) goes through with
 the branches restricted, so the DP bounds every string of a sub-space.
 
 Split at a window (i, k) (:func:`split`), for a node P with f = ``allowed[i][k]`` non-empty and
