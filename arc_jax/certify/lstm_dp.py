@@ -59,12 +59,12 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
   Positions where nothing matches get the anchor point (finite; the DP masks them out).
   """
   n_pad = plan.token_ids.shape[1]
+  project = lambda ids: model.projection.pre_activation(domain.lift(model.embed(ids)), domain)
   out = []
   for s, t, tp in zip(sig.s, sig.t, plan.transformations):
     if t == 0:
       out.append(None)
       continue
-    project = lambda ids: model.projection.pre_activation(domain.lift(model.embed(ids)), domain)
     candidates = project(tp.replacement_ids)
     offsets = jnp.asarray(_anchor_offsets(s, t))
     anchor_pos = jnp.clip(jnp.arange(n_pad)[:, None] - s + 1 + offsets[None, :], 0, n_pad - 1)
