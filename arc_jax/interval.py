@@ -19,7 +19,15 @@ real bounds; and widening a rounded value by a few ulps steps past the real valu
 A *point* interval (``lo == hi``) encloses the concrete result within a few ulps (elementwise
 rules) or within the dot-product error bound ``γ_n·|x|·|W|`` (affine maps).
 
-Most functions accept a plain array wherever an ``Interval`` is accepted, so one model code path
+The rules are the methods of :class:`IntervalDomain`, an implementation of the
+:class:`~arc_jax.domain.Domain` protocol that the layers and the DPs are written against.
+``IntervalDomain()`` (:data:`SOUND`, the default everywhere a certificate is reported) rounds
+outward; ``IntervalDomain(round_outward=False)`` (:data:`UNROUNDED`, used by the training
+objectives only) computes the same rules in real arithmetic, ends rounded to nearest: bounds of
+the exact model, not proofs about its floating-point evaluation, and cheaper. The module-level
+functions (``linear``, ``add``, ...) are the sound domain's rules.
+
+Most rules accept a plain array wherever an ``Interval`` is accepted, so one model code path
 serves concrete and abstract inputs (see :mod:`arc_jax.nn.cells`); on arrays they compute the
 plain concrete result.
 """
@@ -158,63 +166,6 @@ def _magnitude(x: Interval) -> jax.Array:
   return jnp.maximum(jnp.abs(x.lo), jnp.abs(x.hi))
 
 
-def linear(x: Value, kernel: jax.Array, bias: jax.Array | None = None) -> Value:
-  """``x @ kernel + bias`` (kernel (n, k)).
-
-  Soundness in reals: write x = c + e with |e| ≤ r. Then x @ W = c @ W + e @ W and
-  |e @ W| ≤ r @ |W|, so the image lies in [c@W − r@|W|, c@W + r@|W|] (+ b).
-
-  In floating point (m = max(|lo|, |hi|) ≥ |x|, γ = γ_{n+1} of :func:`dot_error`, the bias
-  counted as one more term): a concrete evaluation gives fl(x@W + b) ≥ x@W + b − γ(|x|@|W| + |b|)
-  ≥ c@W + b − r@|W| − γ(m@|W| + |b|) =: L, which is also below the real value. Our centre
-  P = fl(c@W + b) has |P − (c@W + b)| ≤ γ(m@|W| + |b|), so L ≥ P − t with
-  t = (r + 2γm)@|W| + 2γ|b|, which is computed rounded up (:func:`_nonneg_matmul_upper`). The
-  result is ``round_outward(P − t, P + t)``; symmetrically for the upper end. For a point box
-  the width is ≈ 4γ(|x|@|W| + |b|): γ_{101} ≈ 6e-6 in float32.
-  """
-  if not is_interval(x):
-    y = jnp.matmul(x, kernel, precision=PRECISION)
-    return y if bias is None else y + bias
-  dtype = x.dtype
-  gamma = dot_error(kernel.shape[0] + 1, dtype)
-  c, r = _centre_radius(x)
-  centre = jnp.matmul(c, kernel, precision=PRECISION)
-  if bias is not None:
-    centre = centre + bias
-  v = _up(r + _up(_magnitude(x) * _const_up(2 * gamma, dtype)))
-  spread = _nonneg_matmul_upper(v, jnp.abs(kernel))
-  if bias is not None:
-    spread = _up(spread + _up(jnp.abs(bias) * _const_up(2 * gamma, dtype)))
-  return round_outward(centre - spread, centre + spread)
-
-
-def margin_lower_bounds(x: Interval, kernel: jax.Array, bias: jax.Array) -> jax.Array:
-  """Lower bounds of z_y − z_j (..., K, K) for z = x @ kernel + bias over the box (..., n).
-
-  Bounding the difference directly, through the kernel W_y − W_j, is tighter than subtracting
-  the bounds of z_y and z_j.
-
-  Soundness: in reals z_y − z_j = a·D + β with D = W_y − W_j, β = b_y − b_j. The computed
-  D̃ = fl(D), β̃ = fl(β) are within u·S, u·s of them (S = |W_y| + |W_j|, s = |b_y| + |b_j|), so
-  a·D + β ≥ a·D̃ + β̃ − u(|a|·S + s), and a·D̃ + β̃ is bounded below over the box by
-  :func:`linear`. The concrete logits are each within γ_{n+1}(|a|·|W_·| + |b_·|) of their real
-  values (:func:`linear`), so their difference, and its rounding, are at least
-  a·D + β − γ_{n+1}(|a|·S + s). Hence z_y − z_j ≥ lo(linear(x, D̃, β̃)) − (γ_{n+1} + u)(m·S + s)
-  with m = max(|lo|, |hi|), the error term rounded up and the difference rounded down.
-  """
-  n, k = kernel.shape
-  dtype = x.dtype
-  diff = (kernel[:, :, None] - kernel[:, None, :]).reshape(n, k * k)
-  base = linear(x, diff, (bias[:, None] - bias[None, :]).reshape(k * k)).lo
-  mag, bmag = jnp.abs(kernel), jnp.abs(bias)
-  total = _up((mag[:, :, None] + mag[:, None, :]).reshape(n, k * k))
-  total_bias = _up((bmag[:, None] + bmag[None, :]).reshape(k * k))
-  coef = _const_up(dot_error(n + 1, dtype) + _unit_roundoff(dtype), dtype)
-  error = _up(_up(_nonneg_matmul_upper(_magnitude(x), total) + total_bias) * coef)
-  out = round_outward(base - error, base).lo
-  return out.reshape(out.shape[:-1] + (k, k))
-
-
 _FUNCTION_ERRORS = {jax.nn.relu: (0, None), jax.nn.sigmoid: (32, (0.0, 1.0)),
                     jnp.tanh: (32, (-1.0, 1.0)), jnp.exp: (32, (0.0, None))}
 """Elementwise function → (relative widening in units of u, range of the function or None).
@@ -225,207 +176,339 @@ it against long-double references on millions of inputs, saturation included). R
 """
 
 
-def monotone(fn: Callable[[jax.Array], jax.Array], x: Value) -> Value:
-  """``fn(x)`` for a nondecreasing elementwise ``fn`` (ReLU, sigmoid, tanh, exp).
-
-  Soundness: in reals lo ≤ x ≤ hi implies fn(lo) ≤ fn(x) ≤ fn(hi). In floating point the
-  implementation f̃ is within E = 8u·|fn| of fn (not necessarily monotone), so
-  f̃(x) ≤ fn(hi) + E ≤ f̃(hi) + 2E (+ tiny): the computed ends are widened by 32u relative, then
-  rounded outward, and clipped to the function's range (which the implementation respects,
-  tested). ReLU is exact and needs no widening.
-  """
-  if not is_interval(x):
-    return fn(x)
-  if fn not in _FUNCTION_ERRORS:
-    raise ValueError(f"No floating-point error bound is known for {fn}; add it to "
-                     "interval._FUNCTION_ERRORS with a measured bound.")
-  ulps, bounds = _FUNCTION_ERRORS[fn]
-  lo, hi = fn(x.lo), fn(x.hi)
-  if not ulps:
-    return Interval(lo, hi)
-  rel = _const_up(ulps * _unit_roundoff(x.dtype), x.dtype)
-  out = round_outward(lo - jnp.abs(lo) * rel, hi + jnp.abs(hi) * rel)
-  low, high = bounds
-  return Interval(out.lo if low is None else jnp.maximum(out.lo, low),
-                  out.hi if high is None else jnp.minimum(out.hi, high))
-
-
-def add(x: Value, y: Value) -> Value:
-  """``x + y``.
-
-  Soundness: sums of lower (upper) bounds bound the sum from below (above); by monotone
-  rounding the concrete fl(x + y) lies between the rounded sums of the ends, which
-  :func:`round_outward` encloses.
-  """
-  if not is_interval(x) and not is_interval(y):
-    return x + y
-  x, y = as_interval(x), as_interval(y)
-  return round_outward(x.lo + y.lo, x.hi + y.hi)
-
-
-def mul(x: Value, y: Value) -> Value:
-  """Elementwise ``x * y``.
-
-  Soundness: for fixed y, x ↦ x·y is linear, so its extremes over [x.lo, x.hi] are at the
-  endpoints; likewise in y. Hence the extremes over the box are among the four corner products.
-  Rounding is monotone, so the concrete fl(x·y) lies between the smallest and largest rounded
-  corners; the rounded ends are widened outward.
-  """
-  if not is_interval(x) and not is_interval(y):
-    return x * y
-  x, y = as_interval(x), as_interval(y)
-  corners = (x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi)
-  lo = jnp.minimum(jnp.minimum(corners[0], corners[1]), jnp.minimum(corners[2], corners[3]))
-  hi = jnp.maximum(jnp.maximum(corners[0], corners[1]), jnp.maximum(corners[2], corners[3]))
-  return round_outward(lo, hi)
-
-
-def mul_nonneg(x: Value, y: Value) -> Value:
-  """Elementwise ``x * y`` for an ``x`` known to be non-negative (a sigmoid gate of the LSTM).
-
-  Soundness: for fixed y the product is nondecreasing in x ≥ 0 when y ≥ 0 and nonincreasing when
-  y < 0; for fixed x ≥ 0 it is nondecreasing in y. So the minimum over the box is y.lo · x.lo if
-  y.lo ≥ 0 and y.lo · x.hi otherwise, the maximum y.hi · x.hi if y.hi ≥ 0 and y.hi · x.lo
-  otherwise: two products and two selects instead of four corners and six min/max, the same box.
-  ``x.lo`` is clamped at 0 first, which is sound because every concrete x is non-negative (it
-  keeps the rule sound if an outward-rounded sigmoid ends one float below 0). Floating point: as
-  :func:`mul`, each end is one rounded product of the corners, rounded outward. Plain arrays give
-  the concrete product.
-  """
-  if not is_interval(x) and not is_interval(y):
-    return x * y
-  x, y = as_interval(x), as_interval(y)
-  x_lo = jnp.maximum(x.lo, 0)
-  lo = y.lo * jnp.where(y.lo >= 0, x_lo, x.hi)
-  hi = y.hi * jnp.where(y.hi >= 0, x.hi, x_lo)
-  return round_outward(lo, hi)
-
-
-def scale(x: Value, factor: jax.Array) -> Value:
-  """``x * factor`` for a nonnegative ``factor`` (e.g. a dropout mask).
-
-  Soundness: multiplying by a nonnegative number is nondecreasing; rounding as in :func:`add`.
-  """
-  if not is_interval(x):
-    return x * factor
-  return round_outward(x.lo * factor, x.hi * factor)
-
-
-def divide(x: Value, divisor: jax.Array) -> Value:
-  """``x / divisor`` for a positive ``divisor`` (e.g. a length, for mean pooling).
-
-  Soundness: dividing by a positive number is increasing; rounding as in :func:`add`. (Not
-  ``scale(x, 1 / divisor)``: the reciprocal would add a rounding error of its own.)
-  """
-  if not is_interval(x):
-    return x / divisor
-  return round_outward(x.lo / divisor, x.hi / divisor)
-
-
-def join(x: Interval, y: Interval) -> Interval:
-  """The smallest box containing both: every member of either is in ``[min lo, max hi]``.
-
-  Exact in floating point (min and max do not round), as are :func:`where`, :func:`masked_join`
-  and :func:`hull`.
-  """
-  return Interval(jnp.minimum(x.lo, y.lo), jnp.maximum(x.hi, y.hi))
-
-
-def where(condition: jax.Array, x: Interval, y: Interval) -> Interval:
-  """Selects ``x`` where ``condition`` holds, else ``y`` (broadcasting ``condition``)."""
-  return Interval(jnp.where(condition, x.lo, y.lo), jnp.where(condition, x.hi, y.hi))
-
-
-def masked_join(x: Interval, x_valid: jax.Array, y: Interval, y_valid: jax.Array
-                ) -> tuple[Interval, jax.Array]:
-  """Join of two possibly empty (⊥) boxes given validity masks; returns (box, valid).
-
-  Soundness and tightness: ⊥ is the neutral element of the join, so an invalid operand
-  contributes nothing; the values held in invalid slots never reach a valid result.
-  ``x_valid`` / ``y_valid`` broadcast against the trailing feature axis from the left.
-  """
-  xv, yv = x_valid[..., None], y_valid[..., None]
-  both = join(x, y)
-  out = where(xv & yv, both, where(yv, y, x))
-  return out, x_valid | y_valid
-
-
-def hull(values: Value, mask: jax.Array, axis: int, empty: Value) -> Interval:
-  """The smallest box containing the ``values`` (points or boxes) whose ``mask`` is set.
-
-  Args:
-    values: (..., R, ..., D) candidate vectors, or boxes of them.
-    mask: bool of shape ``values.shape[:-1]``: which candidates are real.
-    axis: the candidate axis (must not be the last one).
-    empty: the point or box used where no candidate is set (keeps ⊥ finite; callers mask it out).
-
-  Soundness: every masked-in candidate (box) lies between the coordinatewise min of the lower
-  ends and max of the upper ends. Exact in floating point.
-  """
-  values, empty = as_interval(values), as_interval(empty)
-  m = mask[..., None]
-  lo = jnp.min(jnp.where(m, values.lo, jnp.inf), axis=axis)
-  hi = jnp.max(jnp.where(m, values.hi, -jnp.inf), axis=axis)
-  any_set = jnp.any(mask, axis=axis)[..., None]
-  return Interval(jnp.where(any_set, lo, empty.lo), jnp.where(any_set, hi, empty.hi))
-
-
-def shrink_towards(box: Interval, anchor: Value, eps: jax.Array | float) -> Interval:
-  """The box ``anchor + eps · (box − anchor)`` for eps ∈ [0, 1], ends rounded outward.
-
-  ε = 0 gives (a box around) ``anchor``, ε = 1 ``box``. Used for the training curriculum; only
-  ε = 1 is a sound abstraction of the full hull, and it is in floating point too: each of the
-  three operations is rounded outward, so at ε = 1 the result contains ``box`` (the rounded
-  differences are multiplied by 1 exactly). An ``anchor`` box shrinks each end towards its own
-  end (ε = 0 gives the anchor box).
-  """
-  anchor = as_interval(anchor)
-  diff = round_outward(box.lo - anchor.lo, box.hi - anchor.hi)
-  step = round_outward(eps * diff.lo, eps * diff.hi)
-  return round_outward(anchor.lo + step.lo, anchor.hi + step.hi)
-
-
 def as_interval(x: Value) -> Interval:
   return x if is_interval(x) else point(x)
 
 
+@dataclasses.dataclass(frozen=True)
+class IntervalDomain:
+  """The interval domain: one transfer rule per operation (the :class:`~arc_jax.domain.Domain`
+  protocol). Hashable, so it is a static argument of jitted functions.
 
-def softmax_weighted_sum(scores: Value, values: Value, mask: jax.Array) -> Value:
-  """Attention pooling ``Σ_p softmax(scores)_p · values_p`` over the positions where ``mask`` is set.
-
-  Args:
-    scores: (..., P) attention scores, array or Interval.
-    values: (..., P, D) the vectors pooled, array or Interval.
-    mask: bool (..., P): which positions exist; a row without any gives 0 (an empty string).
-
-  Returns:
-    (..., D); an Interval when either input is one.
-
-  Soundness: the result is a convex combination Σ_p α_p v_p with α = softmax(e), α_p ≥ 0, so
-  for each feature it is at most Σ_p α_p u_p (u the upper ends of ``values``). Writing
-  α_p = w_p / Σ_q w_q with w_p = exp(e_p − s) in the box [exp(lo_p − s), exp(hi_p − s)], the
-  largest value of the ratio R(w) = Σ w_p u_p / Σ w_p over the box is exact: at its maximiser
-  λ* = R(w*), Σ_p w_p (u_p − λ*) ≤ 0 for every w in the box with equality at w*, so w* maximises
-  the linear function Σ_p w_p (u_p − λ*): upper weights where u_p > λ*, lower weights elsewhere.
-  Sorting u decreasingly, w* is "upper weights on the first k positions, lower on the rest" for
-  some k, and the largest R over the P + 1 such weightings is λ* (each weighting is in the box,
-  so none exceeds it). Given boxes of scores and values this is the smallest sound bound, tighter
-  than bounding each softmax weight by its own interval. The lower bound is the same rule on
-  −values. Every value is also at most max_p u_p (a convex combination); that bound is used when
-  exp would overflow.
+  Attributes:
+    round_outward: round every computed end outward and account for the floating-point error
+      of each operation (the default): the box then contains every floating-point evaluation of
+      the model, so certificates are proofs in floating point. False computes the same rules on
+      the ends with rounding to nearest, bounding the real-arithmetic model up to rounding: for
+      training objectives, whose bounds are a surrogate and never reported.
   """
-  if not is_interval(scores) and not is_interval(values):
-    filled = jnp.where(mask, scores, -jnp.inf)
-    top = jnp.max(filled, axis=-1, keepdims=True)
-    weights = jnp.where(mask, jnp.exp(scores - jnp.where(jnp.isfinite(top), top, 0.0)), 0.0)
-    total = jnp.sum(weights, axis=-1, keepdims=True)
-    alpha = weights / jnp.where(total > 0, total, 1.0)
-    return jnp.einsum("...p,...pd->...d", alpha, values)
-  scores, values = as_interval(scores), as_interval(values)
-  hi = _largest_weighted_mean(scores, values.hi, mask)
-  lo = -_largest_weighted_mean(scores, -values.lo, mask)
-  error = _weighted_mean_error(scores, values, mask)
-  return round_outward(lo - error, hi + error)
+
+  round_outward: bool = True
+
+  def _round(self, lo: jax.Array, hi: jax.Array) -> Interval:
+    """``[lo, hi]``, widened by :func:`round_outward` in the sound domain."""
+    return round_outward(lo, hi) if self.round_outward else Interval(lo, hi)
+
+  # -- the boundary: concrete values in, concrete bounds out ------------------------------------
+
+  def lift(self, x: jax.Array) -> Interval:
+    """The point box [x, x] of a concrete array (exact: x itself is the only value)."""
+    return point(x)
+
+  def to_box(self, x: Value) -> Interval:
+    """The value as a box (it is one): what certificates report."""
+    return as_interval(x)
+
+  def representative(self, x: Value) -> jax.Array:
+    """A concrete array inside the box (its lower ends); the clean features of slot 0, whose box
+    holds x alone up to rounding."""
+    return as_interval(x).lo
+
+  def top(self, like: Value) -> Interval:
+    """The box [−∞, ∞] of the shape and dtype of ``like``: no information."""
+    inf = jnp.full(like.shape, jnp.inf, like.dtype)
+    return Interval(-inf, inf)
+
+  # -- affine maps ------------------------------------------------------------------------------
+
+  def linear(self, x: Value, kernel: jax.Array, bias: jax.Array | None = None) -> Value:
+    """``x @ kernel + bias`` (kernel (n, k)).
+
+    Soundness in reals: write x = c + e with |e| ≤ r. Then x @ W = c @ W + e @ W and
+    |e @ W| ≤ r @ |W|, so the image lies in [c@W − r@|W|, c@W + r@|W|] (+ b). Unrounded, this
+    is the result (c and r computed to nearest).
+
+    In floating point (m = max(|lo|, |hi|) ≥ |x|, γ = γ_{n+1} of :func:`dot_error`, the bias
+    counted as one more term): a concrete evaluation gives fl(x@W + b) ≥ x@W + b − γ(|x|@|W| + |b|)
+    ≥ c@W + b − r@|W| − γ(m@|W| + |b|) =: L, which is also below the real value. Our centre
+    P = fl(c@W + b) has |P − (c@W + b)| ≤ γ(m@|W| + |b|), so L ≥ P − t with
+    t = (r + 2γm)@|W| + 2γ|b|, which is computed rounded up (:func:`_nonneg_matmul_upper`). The
+    result is ``round_outward(P − t, P + t)``; symmetrically for the upper end. For a point box
+    the width is ≈ 4γ(|x|@|W| + |b|): γ_{101} ≈ 6e-6 in float32.
+    """
+    if not is_interval(x):
+      y = jnp.matmul(x, kernel, precision=PRECISION)
+      return y if bias is None else y + bias
+    if not self.round_outward:
+      centre = jnp.matmul(x.centre, kernel, precision=PRECISION)
+      if bias is not None:
+        centre = centre + bias
+      spread = jnp.matmul(x.radius, jnp.abs(kernel), precision=PRECISION)
+      return Interval(centre - spread, centre + spread)
+    dtype = x.dtype
+    gamma = dot_error(kernel.shape[0] + 1, dtype)
+    c, r = _centre_radius(x)
+    centre = jnp.matmul(c, kernel, precision=PRECISION)
+    if bias is not None:
+      centre = centre + bias
+    v = _up(r + _up(_magnitude(x) * _const_up(2 * gamma, dtype)))
+    spread = _nonneg_matmul_upper(v, jnp.abs(kernel))
+    if bias is not None:
+      spread = _up(spread + _up(jnp.abs(bias) * _const_up(2 * gamma, dtype)))
+    return round_outward(centre - spread, centre + spread)
+
+  def margin_lower_bounds(self, x: Value, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+    """Lower bounds of z_y − z_j (..., K, K) for z = x @ kernel + bias over the box (..., n).
+
+    Bounding the difference directly, through the kernel W_y − W_j, is tighter than subtracting
+    the bounds of z_y and z_j. Unrounded, the result is the lower end of :meth:`linear` with that
+    kernel.
+
+    Soundness: in reals z_y − z_j = a·D + β with D = W_y − W_j, β = b_y − b_j. The computed
+    D̃ = fl(D), β̃ = fl(β) are within u·S, u·s of them (S = |W_y| + |W_j|, s = |b_y| + |b_j|), so
+    a·D + β ≥ a·D̃ + β̃ − u(|a|·S + s), and a·D̃ + β̃ is bounded below over the box by
+    :meth:`linear`. The concrete logits are each within γ_{n+1}(|a|·|W_·| + |b_·|) of their real
+    values (:meth:`linear`), so their difference, and its rounding, are at least
+    a·D + β − γ_{n+1}(|a|·S + s). Hence z_y − z_j ≥ lo(linear(x, D̃, β̃)) − (γ_{n+1} + u)(m·S + s)
+    with m = max(|lo|, |hi|), the error term rounded up and the difference rounded down.
+    """
+    x = as_interval(x)
+    n, k = kernel.shape
+    dtype = x.dtype
+    diff = (kernel[:, :, None] - kernel[:, None, :]).reshape(n, k * k)
+    base = self.linear(x, diff, (bias[:, None] - bias[None, :]).reshape(k * k)).lo
+    if self.round_outward:
+      mag, bmag = jnp.abs(kernel), jnp.abs(bias)
+      total = _up((mag[:, :, None] + mag[:, None, :]).reshape(n, k * k))
+      total_bias = _up((bmag[:, None] + bmag[None, :]).reshape(k * k))
+      coef = _const_up(dot_error(n + 1, dtype) + _unit_roundoff(dtype), dtype)
+      error = _up(_up(_nonneg_matmul_upper(_magnitude(x), total) + total_bias) * coef)
+      base = round_outward(base - error, base).lo
+    return base.reshape(base.shape[:-1] + (k, k))
+
+  # -- elementwise rules --------------------------------------------------------------------------
+
+  def monotone(self, fn: Callable[[jax.Array], jax.Array], x: Value) -> Value:
+    """``fn(x)`` for a nondecreasing elementwise ``fn`` (ReLU, sigmoid, tanh, exp).
+
+    Soundness: in reals lo ≤ x ≤ hi implies fn(lo) ≤ fn(x) ≤ fn(hi) (the unrounded result). In
+    floating point the implementation f̃ is within E = 8u·|fn| of fn (not necessarily monotone),
+    so f̃(x) ≤ fn(hi) + E ≤ f̃(hi) + 2E (+ tiny): the computed ends are widened by 32u relative,
+    then rounded outward, and clipped to the function's range (which the implementation
+    respects, tested). ReLU is exact and needs no widening.
+    """
+    if not is_interval(x):
+      return fn(x)
+    if fn not in _FUNCTION_ERRORS:
+      raise ValueError(f"No floating-point error bound is known for {fn}; add it to "
+                       "interval._FUNCTION_ERRORS with a measured bound.")
+    ulps, bounds = _FUNCTION_ERRORS[fn]
+    lo, hi = fn(x.lo), fn(x.hi)
+    if not ulps or not self.round_outward:
+      return Interval(lo, hi)
+    rel = _const_up(ulps * _unit_roundoff(x.dtype), x.dtype)
+    out = round_outward(lo - jnp.abs(lo) * rel, hi + jnp.abs(hi) * rel)
+    low, high = bounds
+    return Interval(out.lo if low is None else jnp.maximum(out.lo, low),
+                    out.hi if high is None else jnp.minimum(out.hi, high))
+
+  def add(self, x: Value, y: Value) -> Value:
+    """``x + y``.
+
+    Soundness: sums of lower (upper) bounds bound the sum from below (above); by monotone
+    rounding the concrete fl(x + y) lies between the rounded sums of the ends, which
+    :func:`round_outward` encloses.
+    """
+    if not is_interval(x) and not is_interval(y):
+      return x + y
+    x, y = as_interval(x), as_interval(y)
+    return self._round(x.lo + y.lo, x.hi + y.hi)
+
+  def mul(self, x: Value, y: Value) -> Value:
+    """Elementwise ``x * y``.
+
+    Soundness: for fixed y, x ↦ x·y is linear, so its extremes over [x.lo, x.hi] are at the
+    endpoints; likewise in y. Hence the extremes over the box are among the four corner products.
+    Rounding is monotone, so the concrete fl(x·y) lies between the smallest and largest rounded
+    corners; the rounded ends are widened outward.
+    """
+    if not is_interval(x) and not is_interval(y):
+      return x * y
+    x, y = as_interval(x), as_interval(y)
+    corners = (x.lo * y.lo, x.lo * y.hi, x.hi * y.lo, x.hi * y.hi)
+    lo = jnp.minimum(jnp.minimum(corners[0], corners[1]), jnp.minimum(corners[2], corners[3]))
+    hi = jnp.maximum(jnp.maximum(corners[0], corners[1]), jnp.maximum(corners[2], corners[3]))
+    return self._round(lo, hi)
+
+  def mul_nonneg(self, x: Value, y: Value) -> Value:
+    """Elementwise ``x * y`` for an ``x`` known to be non-negative (a sigmoid gate of the LSTM).
+
+    Soundness: for fixed y the product is nondecreasing in x ≥ 0 when y ≥ 0 and nonincreasing
+    when y < 0; for fixed x ≥ 0 it is nondecreasing in y. So the minimum over the box is
+    y.lo · x.lo if y.lo ≥ 0 and y.lo · x.hi otherwise, the maximum y.hi · x.hi if y.hi ≥ 0 and
+    y.hi · x.lo otherwise: two products and two selects instead of four corners and six min/max,
+    the same box. ``x.lo`` is clamped at 0 first, which is sound because every concrete x is
+    non-negative (it keeps the rule sound if an outward-rounded sigmoid ends one float below 0).
+    Floating point: as :meth:`mul`, each end is one rounded product of the corners, rounded
+    outward. Plain arrays give the concrete product.
+    """
+    if not is_interval(x) and not is_interval(y):
+      return x * y
+    x, y = as_interval(x), as_interval(y)
+    x_lo = jnp.maximum(x.lo, 0)
+    lo = y.lo * jnp.where(y.lo >= 0, x_lo, x.hi)
+    hi = y.hi * jnp.where(y.hi >= 0, x.hi, x_lo)
+    return self._round(lo, hi)
+
+  def scale(self, x: Value, factor: jax.Array) -> Value:
+    """``x * factor`` for a nonnegative ``factor`` (e.g. a dropout mask).
+
+    Soundness: multiplying by a nonnegative number is nondecreasing; rounding as in :meth:`add`.
+    """
+    if not is_interval(x):
+      return x * factor
+    return self._round(x.lo * factor, x.hi * factor)
+
+  def divide(self, x: Value, divisor: jax.Array) -> Value:
+    """``x / divisor`` for a positive ``divisor`` (e.g. a length, for mean pooling).
+
+    Soundness: dividing by a positive number is increasing; rounding as in :meth:`add`. (Not
+    ``scale(x, 1 / divisor)``: the reciprocal would add a rounding error of its own.)
+    """
+    if not is_interval(x):
+      return x / divisor
+    return self._round(x.lo / divisor, x.hi / divisor)
+
+  # -- joins and selections (exact in floating point: min, max and select do not round) ---------
+
+  def join(self, x: Value, y: Value) -> Interval:
+    """The smallest box containing both: every member of either is in ``[min lo, max hi]``."""
+    x, y = as_interval(x), as_interval(y)
+    return Interval(jnp.minimum(x.lo, y.lo), jnp.maximum(x.hi, y.hi))
+
+  def where(self, condition: jax.Array, x: Value, y: Value) -> Value:
+    """Selects ``x`` where ``condition`` holds, else ``y`` (broadcasting ``condition``)."""
+    if not is_interval(x) and not is_interval(y):
+      return jnp.where(condition, x, y)
+    x, y = as_interval(x), as_interval(y)
+    return Interval(jnp.where(condition, x.lo, y.lo), jnp.where(condition, x.hi, y.hi))
+
+  def masked_join(self, x: Value, x_valid: jax.Array, y: Value, y_valid: jax.Array
+                  ) -> tuple[Interval, jax.Array]:
+    """Join of two possibly empty (⊥) boxes given validity masks; returns (box, valid).
+
+    Soundness and tightness: ⊥ is the neutral element of the join, so an invalid operand
+    contributes nothing; the values held in invalid slots never reach a valid result.
+    ``x_valid`` / ``y_valid`` broadcast against the trailing feature axis from the left.
+    """
+    xv, yv = x_valid[..., None], y_valid[..., None]
+    both = self.join(x, y)
+    out = self.where(xv & yv, both, self.where(yv, y, x))
+    return out, x_valid | y_valid
+
+  def hull(self, values: Value, mask: jax.Array, axis: int, empty: Value | None = None
+           ) -> Interval:
+    """The smallest box containing the ``values`` (points or boxes) whose ``mask`` is set.
+
+    Args:
+      values: (..., R, ..., D) candidate vectors, or boxes of them.
+      mask: bool of shape ``values.shape[:-1]``: which candidates are real.
+      axis: the candidate axis (must not be the last one).
+      empty: the point or box used where no candidate is set (keeps ⊥ finite; callers mask it
+        out); None leaves the empty box [+∞, −∞] there.
+
+    Soundness: every masked-in candidate (box) lies between the coordinatewise min of the lower
+    ends and max of the upper ends.
+    """
+    values = as_interval(values)
+    m = mask[..., None]
+    lo = jnp.min(jnp.where(m, values.lo, jnp.inf), axis=axis)
+    hi = jnp.max(jnp.where(m, values.hi, -jnp.inf), axis=axis)
+    if empty is None:
+      return Interval(lo, hi)
+    empty = as_interval(empty)
+    any_set = jnp.any(mask, axis=axis)[..., None]
+    return Interval(jnp.where(any_set, lo, empty.lo), jnp.where(any_set, hi, empty.hi))
+
+  def shrink_towards(self, box: Value, anchor: Value, eps: jax.Array | float) -> Interval:
+    """The box ``anchor + eps · (box − anchor)`` for eps ∈ [0, 1], ends rounded outward.
+
+    ε = 0 gives (a box around) ``anchor``, ε = 1 ``box``. Used for the training curriculum; only
+    ε = 1 is a sound abstraction of the full hull, and it is in floating point too: each of the
+    three operations is rounded outward, so at ε = 1 the result contains ``box`` (the rounded
+    differences are multiplied by 1 exactly). An ``anchor`` box shrinks each end towards its own
+    end (ε = 0 gives the anchor box).
+    """
+    box, anchor = as_interval(box), as_interval(anchor)
+    diff = self._round(box.lo - anchor.lo, box.hi - anchor.hi)
+    step = self._round(eps * diff.lo, eps * diff.hi)
+    return self._round(anchor.lo + step.lo, anchor.hi + step.hi)
+
+  # -- attention ----------------------------------------------------------------------------------
+
+  def softmax_weighted_sum(self, scores: Value, values: Value, mask: jax.Array) -> Value:
+    """Attention pooling ``Σ_p softmax(scores)_p · values_p`` over the positions where ``mask``
+    is set.
+
+    Args:
+      scores: (..., P) attention scores, array or Interval.
+      values: (..., P, D) the vectors pooled, array or Interval.
+      mask: bool (..., P): which positions exist; a row without any gives 0 (an empty string).
+
+    Returns:
+      (..., D); an Interval when either input is one.
+
+    Soundness: the result is a convex combination Σ_p α_p v_p with α = softmax(e), α_p ≥ 0, so
+    for each feature it is at most Σ_p α_p u_p (u the upper ends of ``values``). Writing
+    α_p = w_p / Σ_q w_q with w_p = exp(e_p − s) in the box [exp(lo_p − s), exp(hi_p − s)], the
+    largest value of the ratio R(w) = Σ w_p u_p / Σ w_p over the box is exact: at its maximiser
+    λ* = R(w*), Σ_p w_p (u_p − λ*) ≤ 0 for every w in the box with equality at w*, so w*
+    maximises the linear function Σ_p w_p (u_p − λ*): upper weights where u_p > λ*, lower
+    weights elsewhere. Sorting u decreasingly, w* is "upper weights on the first k positions,
+    lower on the rest" for some k, and the largest R over the P + 1 such weightings is λ* (each
+    weighting is in the box, so none exceeds it). Given boxes of scores and values this is the
+    smallest sound bound, tighter than bounding each softmax weight by its own interval. The
+    lower bound is the same rule on −values. Every value is also at most max_p u_p (a convex
+    combination); that bound is used when exp would overflow. Floating point: both ends are
+    widened by :func:`_weighted_mean_error` (not unrounded).
+    """
+    if not is_interval(scores) and not is_interval(values):
+      filled = jnp.where(mask, scores, -jnp.inf)
+      top = jnp.max(filled, axis=-1, keepdims=True)
+      weights = jnp.where(mask, jnp.exp(scores - jnp.where(jnp.isfinite(top), top, 0.0)), 0.0)
+      total = jnp.sum(weights, axis=-1, keepdims=True)
+      alpha = weights / jnp.where(total > 0, total, 1.0)
+      return jnp.einsum("...p,...pd->...d", alpha, values)
+    scores, values = as_interval(scores), as_interval(values)
+    hi = _largest_weighted_mean(scores, values.hi, mask)
+    lo = -_largest_weighted_mean(scores, -values.lo, mask)
+    if not self.round_outward:
+      return Interval(lo, hi)
+    error = _weighted_mean_error(scores, values, mask)
+    return round_outward(lo - error, hi + error)
+
+
+SOUND = IntervalDomain()
+"""The interval domain with outward rounding: every certificate that is reported uses it."""
+
+UNROUNDED = IntervalDomain(round_outward=False)
+"""The interval domain without outward rounding: the training objectives' surrogate bounds."""
+
+# The sound domain's rules as functions (``interval.linear(x, w, b)``, ...).
+linear = SOUND.linear
+margin_lower_bounds = SOUND.margin_lower_bounds
+monotone = SOUND.monotone
+add = SOUND.add
+mul = SOUND.mul
+mul_nonneg = SOUND.mul_nonneg
+scale = SOUND.scale
+divide = SOUND.divide
+join = SOUND.join
+where = SOUND.where
+masked_join = SOUND.masked_join
+hull = SOUND.hull
+shrink_towards = SOUND.shrink_towards
+softmax_weighted_sum = SOUND.softmax_weighted_sum
 
 
 def _weighted_mean_error(scores: Interval, values: Interval, mask: jax.Array) -> jax.Array:

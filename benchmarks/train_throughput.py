@@ -101,7 +101,9 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
           "epoch_s_estimate": round(len(epoch) * step_s * epoch_width / measured_width, 1),
           "first_pass_s": round(compile_s, 1), "losses": losses,
           "device": f"{d.platform}:{d.device_kind} x{jax.device_count()}",
-          "outward_rounding": hasattr(interval, "round_outward"),
+          # Revisions with interval.UNROUNDED train on unrounded bounds (certify with rounding).
+          "training_rounds_outward": (hasattr(interval, "round_outward")
+                                      and not hasattr(interval, "UNROUNDED")),
           "load": revisions.load()}
 
 

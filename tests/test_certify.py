@@ -260,16 +260,17 @@ def test_certify_convenience_matches_certify_fn_and_keeps_order():
   assert np.all(out["clean_logits"] <= out["logits_hi"] + 1e-6)
 
 
-def _four_corner_step(cell, carry, gates_in, recurrent=None):
+def _four_corner_step(cell, carry, gates_in, recurrent=None, domain=iv.SOUND):
   """The cell step before the lean DP: W_hh h recomputed, gates sliced, four-corner products."""
   del recurrent
+  d = domain
   h, c = carry
-  pre = iv.add(gates_in, cell.h2h(h))
+  pre = d.add(gates_in, cell.h2h(h, d))
   i, f, o, g = (pre[..., k * cell.hidden:(k + 1) * cell.hidden] for k in range(4))
-  i, f, o = (iv.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
-  g = iv.monotone(jnp.tanh, g)
-  c_new = iv.add(iv.mul(f, c), iv.mul(i, g))
-  return iv.mul(o, iv.monotone(jnp.tanh, c_new)), c_new
+  i, f, o = (d.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
+  g = d.monotone(jnp.tanh, g)
+  c_new = d.add(d.mul(f, c), d.mul(i, g))
+  return d.mul(o, d.monotone(jnp.tanh, c_new)), c_new
 
 
 @pytest.mark.slow

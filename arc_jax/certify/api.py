@@ -17,6 +17,7 @@ from arc_jax.certify.attention_dp import attention_features
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.certify.tree_dp import certify_tree_jit
 from arc_jax.data.trees import Tree
+from arc_jax.domain import Domain
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation.plans import Plan, PlanBuilder, bucket, reachable_signature
@@ -50,8 +51,8 @@ class Certificate:
 
 
 def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, labels: jax.Array,
-                  eps: jax.Array | float = 1.0, dropout_key: jax.Array | None = None
-                  ) -> Certificate:
+                  eps: jax.Array | float = 1.0, dropout_key: jax.Array | None = None,
+                  domain: Domain = iv.SOUND) -> Certificate:
   """Certifies a batch (see :class:`Certificate`); differentiable in the model parameters.
 
   Args:
@@ -61,27 +62,31 @@ def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, l
     labels: int (B,).
     eps: hull scale in [0, 1] (1 = the full space; smaller values are the training curriculum).
     dropout_key: applies the head's dropout (training); None for certification.
+    domain: the abstract domain (static): :data:`arc_jax.interval.SOUND` (default) for a
+      certificate that holds in floating point, :data:`arc_jax.interval.UNROUNDED` for the
+      cheaper surrogate bounds of training objectives.
   """
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
   features = attention_features if model.pooling == "attention" else certified_features
-  box, clean = features(model, space.signature, plan, eps)
-  return certificate_from_features(model, box, clean, labels, dropout_key)
+  box, clean = features(model, space.signature, plan, eps, domain)
+  return certificate_from_features(model, box, clean, labels, dropout_key, domain)
 
 
-def certificate_from_features(model: LSTMClassifier, box: iv.Interval, clean: jax.Array,
-                              labels: jax.Array, dropout_key: jax.Array | None = None
-                              ) -> Certificate:
+def certificate_from_features(model: LSTMClassifier, box: iv.Value, clean: jax.Array,
+                              labels: jax.Array, dropout_key: jax.Array | None = None,
+                              domain: Domain = iv.SOUND) -> Certificate:
   """The :class:`Certificate` of a box (B, H_in) of pooled features and the clean features.
 
   The head is applied to both with the same dropout masks; ``box`` may come from any sound
-  abstraction of the pooled features (the DP, or A3T's intervals).
+  abstraction of the pooled features (the DP, or A3T's intervals) in ``domain``.
   """
-  hidden = model.head_activations(box, dropout_key)
+  hidden = model.head_activations(box, dropout_key, domain)
   hidden_clean = model.head_activations(clean, dropout_key)
-  logits = model.head_out(hidden)
-  pairs = iv.margin_lower_bounds(hidden, model.head_out.kernel[...], model.head_out.bias[...])
+  logits = domain.to_box(model.head_out(hidden, domain))
+  pairs = domain.margin_lower_bounds(hidden, model.head_out.kernel[...],
+                                     model.head_out.bias[...])
   rows = jnp.arange(labels.shape[0])
   margins = pairs[rows, labels].at[rows, labels].set(0.0)  # (B, K): z_y − z_j, 0 at j = y
   others = jnp.arange(margins.shape[1])[None, :] != labels[:, None]
@@ -89,25 +94,30 @@ def certificate_from_features(model: LSTMClassifier, box: iv.Interval, clean: ja
   return Certificate(logits, model.head_out(hidden_clean), margins, certified)
 
 
-def _certify_state(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None):
+def _certify_state(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None, *,
+                   domain=iv.SOUND):
   states = state if isinstance(state, tuple) else (state,)
-  return certify_model(nnx.merge(graphdef, *states), signature, plan, labels, eps, dropout_key)
+  return certify_model(nnx.merge(graphdef, *states), signature, plan, labels, eps, dropout_key,
+                       domain)
 
 
-certify_jit = jax.jit(_certify_state, static_argnums=(0, 1))
-"""``certify_jit(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None)``: the
-jitted certify_fn, cached across calls by (graphdef, space signature, array shapes)."""
+certify_jit = jax.jit(_certify_state, static_argnums=(0, 1), static_argnames="domain")
+"""``certify_jit(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None, *,
+domain=interval.SOUND)``: the jitted certify_fn, cached across calls by (graphdef, space
+signature, domain, array shapes)."""
 
 
-def make_certify_fn(graphdef: nnx.GraphDef, space: Space | Signature) -> Callable[..., Certificate]:
+def make_certify_fn(graphdef: nnx.GraphDef, space: Space | Signature,
+                    domain: Domain = iv.SOUND) -> Callable[..., Certificate]:
   """A pure ``certify_fn(state, plan, labels, eps=1.0, dropout_key=None) -> Certificate``.
 
   ``graphdef, state = nnx.split(model)`` once (or ``graphdef, params, rest =
   nnx.split(model, nnx.Param, ...)`` and pass ``state=(params, rest)`` to differentiate with
   respect to the parameters only). The returned function depends only on its arguments, so it can
-  be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
+  be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``. ``domain`` (static) is the abstract
+  domain of the DP (:func:`certify_model`).
   """
-  return functools.partial(_certify_state, graphdef, space.signature)
+  return functools.partial(_certify_state, graphdef, space.signature, domain=domain)
 
 
 MAX_GRID_SLOTS = 1024
@@ -260,8 +270,7 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
     node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
     cert = certify_tree_jit(graphdef, tspace.signature, state, batch, node_labels, eps,
                             join=join)
-    at_root = lambda x: np.asarray(cert.at_root(x))[:len(idx)]
-    parts.append(Certificate(iv.Interval(at_root(cert.logits.lo), at_root(cert.logits.hi)),
-                             at_root(cert.clean_logits), at_root(cert.margins),
-                             np.asarray(cert.certified)[:len(idx)]))
+    at_root = lambda x: jax.tree.map(lambda a: np.asarray(a)[:len(idx)], cert.at_root(x))
+    parts.append(Certificate(at_root(cert.logits), at_root(cert.clean_logits),
+                             at_root(cert.margins), np.asarray(cert.certified)[:len(idx)]))
   return _in_input_order(parts, order)

@@ -44,6 +44,7 @@ import numpy as np
 
 from arc_jax import interval as iv
 from arc_jax.certify.lstm_dp import replacement_gates
+from arc_jax.domain import Domain, concatenate
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.perturbation.plans import Plan, reverse_plan
@@ -101,18 +102,18 @@ def reachable_slots(sig: Signature, matches: list[jax.Array], lengths: jax.Array
   return jnp.concatenate([start[:1], steps])
 
 
-def _step_together(cell: LSTMCell, inputs):
+def _step_together(cell: LSTMCell, inputs, domain: Domain):
   """One cell step for several (state, gates) pairs in one call: states (h, c) of shape
-  (B, *g_i, H) (each its own grid g_i), gates Interval (B, 4H); returns the new states."""
+  (B, *g_i, H) (each its own grid g_i), gates (B, 4H); returns the new states."""
   shapes = [h.shape for (h, _), _ in inputs]
   rows = [int(np.prod(shape[1:-1])) for shape in shapes]
   flat = lambda a, r: a.reshape(a.shape[0], r, a.shape[-1])
-  cat = lambda parts: jax.tree.map(lambda *a: jnp.concatenate(a, axis=1), *parts)
+  cat = lambda parts: concatenate(parts, axis=1)
   h = cat([flat(h, r) for ((h, _), _), r in zip(inputs, rows)])
   c = cat([flat(c, r) for ((_, c), _), r in zip(inputs, rows)])
   gates = cat([jax.tree.map(lambda a: jnp.broadcast_to(a[:, None], (a.shape[0], r, a.shape[-1])),
                             g) for (_, g), r in zip(inputs, rows)])
-  h, c = cell.step((h, c), gates)
+  h, c = cell.step((h, c), gates, domain=domain)
   bounds = np.cumsum([0] + rows)
   return [jax.tree.map(lambda x: x[:, a:b].reshape(shape), (h, c))
           for a, b, shape in zip(bounds[:-1], bounds[1:], shapes)]
@@ -126,21 +127,22 @@ def emission_offsets(sig: Signature) -> list[np.ndarray]:
   return [growth] + [growth - (sig.t[k] - l) for k in _active(sig) for l in range(1, sig.t[k])]
 
 
-def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Interval,
-                    repl_gates: list[iv.Interval | None], matches: list[jax.Array],
-                    lengths: jax.Array, valid: jax.Array
-                    ) -> list[tuple[iv.Interval, jax.Array]]:
+def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
+                    repl_gates: list[iv.Value | None], matches: list[jax.Array],
+                    lengths: jax.Array, valid: jax.Array, domain: Domain = iv.SOUND
+                    ) -> list[tuple[iv.Value, jax.Array]]:
   """The DP over the positions of one direction, emitting every state it computes.
 
   Args:
     cell: the LSTM cell.
     sig: the space's signature (static).
-    point_gates: Interval (B, N, 4H), input gates of the original tokens (boxes a few rounding
-      errors wide, as in the final-state DP).
-    repl_gates: per k, Interval (B, N, t_k, 4H) of the replacement places, or None (t_k = 0).
+    point_gates: (B, N, 4H), input gates of the original tokens (boxes a few rounding errors
+      wide in the sound interval domain, as in the final-state DP).
+    repl_gates: per k, (B, N, t_k, 4H) of the replacement places, or None (t_k = 0).
     matches: per k, bool (B, N).
     lengths: (B,).
     valid: (N+1, B, *grid) from :func:`reachable_slots`.
+    domain: the abstract domain of the states (static).
 
   Returns:
     per emission (in the order of :func:`emission_offsets`), the h boxes (N, B, *grid, H)
@@ -150,7 +152,8 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Interval,
   rank = len(sig.grid)
   active = _active(sig)
   window = max(sig.s, default=1)
-  zeros = iv.point(jnp.zeros((window, batch) + sig.grid + (cell.hidden,), point_gates.dtype))
+  d = domain
+  zeros = d.lift(jnp.zeros((window, batch) + sig.grid + (cell.hidden,), point_gates.dtype))
   padded = jnp.concatenate([jnp.zeros((window - 1,) + valid.shape[1:], bool), valid])
   before = lambda s: padded[window - s:window - s + n_pad]  # V[j + 1 − s] at step j
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
@@ -168,7 +171,7 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Interval,
     # Round 1: keep x_j, and the first output token of every rewrite that is not a repetition.
     firsts = [k for k in active if sig.t[k] and not sig.repeats[k]]
     out = _step_together(cell, [((hs[0], cs[0]), gates)]
-                         + [(sources[k], repl_j[k][:, 0]) for k in firsts])
+                         + [(sources[k], repl_j[k][:, 0]) for k in firsts], d)
     kept, states = out[0], dict(zip(firsts, out[1:]))
     for k in active:
       if sig.t[k] == 0:
@@ -182,15 +185,15 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Interval,
         break
       middles += [(k, _land(states[k][0], 1 + k)) for k in going]
       states.update(zip(going, _step_together(
-          cell, [(states[k], repl_j[k][:, l]) for k in going])))
+          cell, [(states[k], repl_j[k][:, l]) for k in going], d)))
     (h, c), done = kept, keep_ok
     for k in active:
       new_h, new_c = _land(states[k], 1 + k)
       new_ok = _land(ok[k], 1 + k)
-      h, _ = iv.masked_join(h, done, new_h, new_ok)
-      c, _ = iv.masked_join(c, done, new_c, new_ok)
+      h, _ = d.masked_join(h, done, new_h, new_ok)
+      c, _ = d.masked_join(c, done, new_c, new_ok)
       done = done | new_ok
-    h, c = (iv.where(real[..., None], a, b[0]) for a, b in ((h, hs), (c, cs)))
+    h, c = (d.where(real[..., None], a, b[0]) for a, b in ((h, hs), (c, cs)))
     push = lambda new, old: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), new, old)
     emitted = [(h, done & real)] + sorted_middles(middles, ok, real)
     return (push(h, hs), push(c, cs)), emitted
@@ -218,8 +221,8 @@ def _differences(sig: Signature) -> tuple[np.ndarray, np.ndarray]:
   return below, difference
 
 
-def states_by_slot(sig: Signature, emitted, suffix_ok: jax.Array, n_positions: int
-                   ) -> tuple[iv.Interval, jax.Array]:
+def states_by_slot(sig: Signature, emitted, suffix_ok: jax.Array, n_positions: int,
+                   domain: Domain = iv.SOUND) -> tuple[iv.Value, jax.Array]:
   """Boxes of the state at every output position p of every final slot C (module docstring).
 
   Args:
@@ -228,15 +231,15 @@ def states_by_slot(sig: Signature, emitted, suffix_ok: jax.Array, n_positions: i
     n_positions: P, the number of output positions to fill.
 
   Returns:
-    (box, present): Interval (P, G, B, H) and (P, G, B); ``present`` is False where nothing
-    reaches (C, p) (a position beyond L_C, or an unreachable slot).
+    (box, present): (P, G, B, H) and (P, G, B); ``present`` is False where nothing reaches
+    (C, p) (a position beyond L_C, or an unreachable slot; the box is the domain's ⊥ there).
   """
   n_pad = emitted[0][1].shape[0]
   below, difference = _differences(sig)
   size = below.shape[0]
   slots = np.arange(size)
-  lo = hi = present = None
-  for (box, valid), offset in zip(emitted, emission_offsets(sig)):
+  box = present = None
+  for (emission, valid), offset in zip(emitted, emission_offsets(sig)):
     # The emission at (p, c) comes from step j = p − o(c): gather it once per prefix slot c, then
     # join it into every final slot C ≥ c whose rest C − c the suffix after j can take.
     step = np.arange(n_positions)[:, None] - offset.reshape(-1)[None]  # (P, G)
@@ -246,24 +249,23 @@ def states_by_slot(sig: Signature, emitted, suffix_ok: jax.Array, n_positions: i
     rests = jnp.swapaxes(suffix_ok[step + 1], -1, -2)  # (P, G_c, G_d, B)
     ok = ((inside[..., None] & at(valid))[:, None]  # (P, G_C, G_c, B)
           & rests[:, slots[None, :], difference] & below[None, :, :, None])
-    e_lo = jnp.min(jnp.where(ok[..., None], at(box.lo)[:, None], jnp.inf), axis=2)
-    e_hi = jnp.max(jnp.where(ok[..., None], at(box.hi)[:, None], -jnp.inf), axis=2)
-    e_present = ok.any(axis=2)
-    if lo is None:
-      lo, hi, present = e_lo, e_hi, e_present
+    candidates = jax.tree.map(lambda a: at(a)[:, None], emission)  # (P, 1, G_c, B, H)
+    e_box, e_present = domain.hull(candidates, ok, axis=2), ok.any(axis=2)
+    if box is None:
+      box, present = e_box, e_present
     else:
-      lo, hi, present = jnp.minimum(lo, e_lo), jnp.maximum(hi, e_hi), present | e_present
-  return iv.Interval(lo, hi), present
+      box, present = domain.join(box, e_box), present | e_present
+  return box, present
 
 
-def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array
-                ) -> tuple[iv.Interval, jax.Array, jax.Array]:
+def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array,
+                domain: Domain = iv.SOUND) -> tuple[iv.Value, jax.Array, jax.Array]:
   """Boxes of the (concatenated) states at every position of the strings of every final slot.
 
   Returns:
-    (box, mask, reachable): Interval (B, G, P, H_in) (box[b, C, p] holds the state at position
-    p of every string of row b with exactly C_k applications of each T_k; finite zeros where
-    ``mask`` is False), mask (B, G, P) (p < L_C and slot C reachable) and reachable (B, G).
+    (box, mask, reachable): (B, G, P, H_in) in ``domain`` (box[b, C, p] holds the state at
+    position p of every string of row b with exactly C_k applications of each T_k; finite zeros
+    where ``mask`` is False), mask (B, G, P) (p < L_C and slot C reachable) and reachable (B, G).
     Slots are flat, in the order of ``sig.decomposition()``.
   """
   sig = sig.signature
@@ -284,21 +286,20 @@ def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Arra
   positions = jnp.arange(n_positions)[:, None, None]
   directions = []
   for cell, p, v, ok in zip(model.cells, plans, valid, suffix_ok):
-    z = model.projection(iv.point(model.embed(p.token_ids)))  # boxes enclosing every rounding
-    emitted = positional_scan(cell, sig, cell.input_gates(z),
-                              replacement_gates(model, cell, p, sig, eps),
-                              [tp.match for tp in p.transformations], p.lengths, v)
-    emitted = [(box.reshape(box.shape[:2] + (size, box.shape[-1])), flat(ok_))
-               for box, ok_ in emitted]
-    directions.append(states_by_slot(sig, emitted, ok, n_positions))
+    z = model.projection(domain.lift(model.embed(p.token_ids)), domain)  # every rounding
+    emitted = positional_scan(cell, sig, cell.input_gates(z, domain),
+                              replacement_gates(model, cell, p, sig, eps, domain),
+                              [tp.match for tp in p.transformations], p.lengths, v, domain)
+    unflat = lambda a: a.reshape(a.shape[:2] + (size, a.shape[-1]))
+    emitted = [(jax.tree.map(unflat, box), flat(ok_)) for box, ok_ in emitted]
+    directions.append(states_by_slot(sig, emitted, ok, n_positions, domain))
   (box, present), *backward = directions
   if backward:  # position p of a string of slot C is its reversed position L_C − 1 − p
     (back, back_present), = backward
     mirror = jnp.clip(out_lengths[None] - 1 - positions, 0, n_positions - 1)  # (P, G, B)
     back = jax.tree.map(lambda a: jnp.take_along_axis(a, mirror[..., None], axis=0), back)
     present = present & jnp.take_along_axis(back_present, mirror, axis=0)
-    box = iv.Interval(jnp.concatenate([box.lo, back.lo], -1),
-                      jnp.concatenate([box.hi, back.hi], -1))
+    box = concatenate([box, back])
   reachable = valid[0][-1].reshape(batch, size)  # slot C holds some string of S(x)
   in_string = (positions < out_lengths[None]) & reachable.T[None]  # (P, G, B)
   chex.assert_equal_shape([in_string, present])
@@ -309,18 +310,18 @@ def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Arra
   return jax.tree.map(layout, box), jnp.transpose(in_string, (2, 1, 0)), reachable
 
 
-def attention_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array
-                       ) -> tuple[iv.Interval, jax.Array]:
+def attention_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array,
+                       domain: Domain = iv.SOUND) -> tuple[iv.Value, jax.Array]:
   """Boxes of the attention-pooled features over S(x), and the features of x itself: the
   counterpart of :func:`arc_jax.certify.lstm_dp.certified_features` for ``pooling="attention"``.
 
   Returns:
-    (box, clean): Interval (B, H_in) and array (B, H_in).
+    (box, clean): (B, H_in) in ``domain`` and array (B, H_in).
   """
-  box, mask, reachable = slot_states(model, sig, plan, eps)
-  pooled = model.attend(box, mask)  # (B, G, H_in): one softmax per slot, over its L_C positions
-  ok = reachable[..., None]
-  joined = iv.Interval(jnp.where(ok, pooled.lo, jnp.inf).min(axis=1),
-                       jnp.where(ok, pooled.hi, -jnp.inf).max(axis=1))
-  clean = model.attend(box.lo[:, 0], mask[:, 0])  # slot 0 is x alone: point boxes
+  box, mask, reachable = slot_states(model, sig, plan, eps, domain)
+  # (B, G, H_in): one softmax per slot, over its L_C positions; then the join over the slots.
+  pooled = model.attend(box, mask, domain)
+  joined = domain.hull(pooled, reachable, axis=1)
+  origin = jax.tree.map(lambda a: a[:, 0], box)  # slot 0 is x alone
+  clean = model.attend(domain.representative(origin), mask[:, 0])
   return joined, clean

@@ -34,6 +34,7 @@ from flax import nnx
 from arc_jax import interval as iv
 from arc_jax.certify.api import Certificate, certificate_from_features, certify_model
 from arc_jax.certify.lstm_dp import replacement_gates
+from arc_jax.domain import Domain, concatenate
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.padding import reverse_padded
@@ -68,34 +69,35 @@ def check_interval_space(space: Space | Signature) -> None:
                      "the others with the DP (ARC-A3T) or augment them.")
 
 
-def _interval_run(cell: LSTMCell, gates: iv.Interval, lengths: jax.Array, pooling: str
-                  ) -> iv.Interval:
+def _interval_run(cell: LSTMCell, gates: iv.Value, lengths: jax.Array, pooling: str,
+                  domain: Domain) -> iv.Value:
   """The interval LSTM over per-position gate boxes (B, N, 4H): the pooled box (B, H).
 
   Soundness: each step is the sound interval cell on boxes containing every concrete input and
   state; padded positions keep the state (as the concrete ``LSTMClassifier._run``).
   """
+  d = domain
   batch, n_pad, _ = gates.shape
-  zeros = iv.point(jnp.zeros((batch, cell.hidden), gates.dtype))
+  zeros = d.lift(jnp.zeros((batch, cell.hidden), gates.dtype))
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
   real = time_major(jnp.arange(n_pad)[None, :] < lengths[:, None])[..., None]
 
   def body(carry, inputs):
     state, total = carry
     g, r = inputs
-    new = cell.step(state, g)
-    state = tuple(iv.where(r, a, b) for a, b in zip(new, state))
-    return (state, iv.where(r, iv.add(total, state[0]), total)), None
+    new = cell.step(state, g, domain=d)
+    state = tuple(d.where(r, a, b) for a, b in zip(new, state))
+    return (state, d.where(r, d.add(total, state[0]), total)), None
 
   ((h, _), total), _ = jax.lax.scan(body, ((zeros, zeros), zeros),
                                     (jax.tree.map(time_major, gates), real))
   if pooling == "final":
     return h
-  return iv.scale(total, 1.0 / jnp.maximum(lengths, 1)[:, None].astype(gates.dtype))
+  return d.scale(total, 1.0 / jnp.maximum(lengths, 1)[:, None].astype(gates.dtype))
 
 
 def interval_features(model: LSTMClassifier, space: Space | Signature, plan: Plan,
-                      eps: jax.Array) -> tuple[iv.Interval, jax.Array]:
+                      eps: jax.Array, domain: Domain = iv.SOUND) -> tuple[iv.Value, jax.Array]:
   """A3T's interval abstraction: (box (B, H_in), clean features (B, H_in)).
 
   At each position the input-gate box is the join of the original token's gates and, for every
@@ -108,28 +110,29 @@ def interval_features(model: LSTMClassifier, space: Space | Signature, plan: Pla
   boxes = []
   for direction, cell in enumerate(model.cells):
     p = plan if direction == 0 else reverse_plan(plan, sig)
-    box = iv.point(cell.input_gates(model.projection(model.embed(p.token_ids))))
-    for gates, tp in zip(replacement_gates(model, cell, p, sig, eps), p.transformations):
-      box = iv.where(tp.match[..., None], iv.join(box, gates[:, :, 0]), box)
-    boxes.append(_interval_run(cell, box, p.lengths, model.pooling))
-  box = iv.Interval(jnp.concatenate([b.lo for b in boxes], -1),
-                    jnp.concatenate([b.hi for b in boxes], -1))
-  return box, model.features(plan.token_ids, plan.lengths)
+    box = domain.lift(cell.input_gates(model.projection(model.embed(p.token_ids))))
+    for gates, tp in zip(replacement_gates(model, cell, p, sig, eps, domain), p.transformations):
+      first = jax.tree.map(lambda a: a[:, :, 0], gates)
+      box = domain.where(tp.match[..., None], domain.join(box, first), box)
+    boxes.append(_interval_run(cell, box, p.lengths, model.pooling, domain))
+  return concatenate(boxes), model.features(plan.token_ids, plan.lengths)
 
 
 def certify_intervals(model: LSTMClassifier, space: Space | Signature, plan: Plan,
                       labels: jax.Array, eps: jax.Array | float = 1.0,
-                      dropout_key: jax.Array | None = None) -> Certificate:
+                      dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND
+                      ) -> Certificate:
   """:func:`arc_jax.certify.certify_model` with A3T's interval abstraction instead of the DP."""
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
-  box, clean = interval_features(model, space, plan, eps)
-  return certificate_from_features(model, box, clean, labels, dropout_key)
+  box, clean = interval_features(model, space, plan, eps, domain)
+  return certificate_from_features(model, box, clean, labels, dropout_key, domain)
 
 
 ABSTRACTIONS = {"dp": certify_model, "interval": certify_intervals}
-"""How S_abs|x' is abstracted: name → ``certify(model, space, plan, labels, eps, dropout_key)``."""
+"""How S_abs|x' is abstracted: name → ``certify(model, space, plan, labels, eps, dropout_key,
+domain)``."""
 
 
 def worst_margins(margins: jax.Array, members: int) -> jax.Array:

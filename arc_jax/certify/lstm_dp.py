@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from arc_jax import interval as iv
+from arc_jax.domain import Domain, concatenate
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.perturbation.plans import Plan, reverse_plan
@@ -49,8 +50,8 @@ def _anchor_offsets(s: int, t: int) -> list[int]:
 
 
 def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Signature,
-                      eps: jax.Array) -> list[iv.Interval | None]:
-  """Input-gate boxes of every replacement place: per k an Interval (B, N, t_k, 4H).
+                      eps: jax.Array, domain: Domain = iv.SOUND) -> list[iv.Value | None]:
+  """Input-gate boxes of every replacement place: per k a value (B, N, t_k, 4H) of ``domain``.
 
   The hull is taken over the projected embeddings (pre-ReLU; boxes enclosing every rounding of
   the projection, :func:`interval.linear`) of the words that can stand at each output place,
@@ -58,18 +59,19 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
   Positions where nothing matches get the anchor point (finite; the DP masks them out).
   """
   n_pad = plan.token_ids.shape[1]
+  project = lambda ids: model.projection.pre_activation(domain.lift(model.embed(ids)), domain)
   out = []
   for s, t, tp in zip(sig.s, sig.t, plan.transformations):
     if t == 0:
       out.append(None)
       continue
-    candidates = model.projection.pre_activation(iv.point(model.embed(tp.replacement_ids)))
+    candidates = project(tp.replacement_ids)
     offsets = jnp.asarray(_anchor_offsets(s, t))
     anchor_pos = jnp.clip(jnp.arange(n_pad)[:, None] - s + 1 + offsets[None, :], 0, n_pad - 1)
-    anchor = model.projection.pre_activation(iv.point(model.embed(plan.token_ids[:, anchor_pos])))
-    box = iv.hull(candidates, tp.replacement_mask, axis=3, empty=anchor)
-    box = iv.shrink_towards(box, anchor, eps)
-    out.append(cell.input_gates(iv.monotone(jax.nn.relu, box)))
+    anchor = project(plan.token_ids[:, anchor_pos])
+    box = domain.hull(candidates, tp.replacement_mask, axis=3, empty=anchor)
+    box = domain.shrink_towards(box, anchor, eps)
+    out.append(cell.input_gates(domain.monotone(jax.nn.relu, box), domain))
   return out
 
 
@@ -90,27 +92,30 @@ def _pad_front(x: jax.Array, axis: int) -> jax.Array:
   return jnp.pad(x, pad)
 
 
-def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
-                   repl_gates: list[iv.Interval | None], matches: list[jax.Array],
-                   lengths: jax.Array, track_sums: bool, keeps: jax.Array | None = None):
+def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
+                   repl_gates: list[iv.Value | None], matches: list[jax.Array],
+                   lengths: jax.Array, track_sums: bool, keeps: jax.Array | None = None,
+                   domain: Domain = iv.SOUND):
   """Runs the DP over all positions for one direction.
 
   Args:
     cell: the LSTM cell.
     sig: s_k, t_k, δ_k of the space (static).
-    point_gates: Interval (B, N, 4H), input gates of the original tokens (boxes a few rounding
-      errors wide: every concrete evaluation of them lies inside).
-    repl_gates: per k, Interval (B, N, t_k, 4H) or None for t_k = 0.
+    point_gates: (B, N, 4H), input gates of the original tokens (in the sound interval domain,
+      boxes a few rounding errors wide: every concrete evaluation of them lies inside).
+    repl_gates: per k, (B, N, t_k, 4H) or None for t_k = 0.
     matches: per k, bool (B, N): φ_k holds for the window ending at j.
     lengths: (B,).
     track_sums: also carry, per slot, the box of the sum of h over the emitted positions
       (for mean pooling).
     keeps: optional bool (B, N): where False, the branch "keep x_j" is invalid (Plan.keep).
+    domain: the abstract domain of the states (static).
 
   Returns:
-    (state, valid, sums): the final H[n, ·] as an Interval pair (h, c) of shape
+    (state, valid, sums): the final H[n, ·] as a pair (h, c) of abstract values of shape
     (B, δ_1+1, …, δ_m+1, H), its validity (B, δ_1+1, …), and the sums box (or None).
   """
+  d = domain
   batch, n_pad, _ = point_gates.shape
   dims = sig.grid
   rank = len(dims)
@@ -118,7 +123,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   hidden = cell.hidden
   zeros = jnp.zeros((window, batch) + dims + (hidden,), point_gates.dtype)
   valid0 = jnp.zeros((window, batch) + dims, bool).at[(0, slice(None)) + (0,) * rank].set(True)
-  box0 = iv.point(zeros)
+  box0 = d.lift(zeros)
   carry0 = ((box0, box0), valid0, box0 if track_sums else None)
 
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
@@ -136,7 +141,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
     # sums, the input-gate boxes of the steps to feed, and the grid axis of k.
     # W_hh h + b_hh of every H[j-1, c], once: the keep step reads all of them and the first step
     # of every window-1 replacement (Sub) reads the slots c − e_k among them.
-    shared = cell.recurrent(hs[0])
+    shared = cell.recurrent(hs[0], d)
     keep = ((hs[0], cs[0]), valid[0] & _grid_broadcast(keep_j, rank),
             sums[0] if track_sums else None, [gates], None, shared)
     branches, repeats = [keep], []
@@ -154,14 +159,14 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
       total = jax.tree.map(head, sums[s - 1]) if track_sums else None
       recurrent = jax.tree.map(head, shared) if s == 1 and t > 0 else None
       branches.append((src, ok, total, steps, 1 + k, recurrent))
-    outputs = _run_steps(cell, [(b[0], b[2], b[3], b[5]) for b in branches], track_sums)
+    outputs = _run_steps(cell, [(b[0], b[2], b[3], b[5]) for b in branches], track_sums, d)
     kept = outputs[0]
     for head, ok, steps, axis in repeats:
       src, total = jax.tree.map(head, kept)
       branches.append((src, ok, total, steps, axis, None))
     if repeats:
       outputs += _run_steps(cell, [(b[0], b[2], b[3], None) for b in branches[-len(repeats):]],
-                            track_sums)
+                            track_sums, d)
     state, ok, total = None, None, None
     for (_, b_ok, _, _, axis, _), (b_state, b_total) in zip(branches, outputs):
       if axis is not None:  # T_k's results land in slots c (c_k ≥ 1)
@@ -170,18 +175,18 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
       if state is None:
         state, ok, total = b_state, b_ok, b_total
         continue
-      h, _ = iv.masked_join(state[0], ok, b_state[0], b_ok)
-      c, _ = iv.masked_join(state[1], ok, b_state[1], b_ok)
+      h, _ = d.masked_join(state[0], ok, b_state[0], b_ok)
+      c, _ = d.masked_join(state[1], ok, b_state[1], b_ok)
       if track_sums:
-        total, _ = iv.masked_join(total, ok, b_total, b_ok)
+        total, _ = d.masked_join(total, ok, b_total, b_ok)
       state, ok = (h, c), ok | b_ok
     keep = _grid_broadcast(real, rank)
-    state = tuple(iv.where(keep[..., None], a, b) for a, b in zip(state, (hs[0], cs[0])))
+    state = tuple(d.where(keep[..., None], a, b) for a, b in zip(state, (hs[0], cs[0])))
     ok = jnp.where(keep, ok, valid[0])
     push = lambda new, old: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), new, old)
     new_carry = ((push(state[0], hs), push(state[1], cs)), push(ok, valid), None)
     if track_sums:
-      total = iv.where(keep[..., None], total, sums[0])
+      total = d.where(keep[..., None], total, sums[0])
       new_carry = new_carry[:2] + (push(total, sums),)
     return new_carry, None
 
@@ -191,11 +196,11 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: jax.Array,
   return (hs[0], cs[0]), valid[0], (sums[0] if track_sums else None)
 
 
-def _run_steps(cell: LSTMCell, branches, track_sums: bool):
+def _run_steps(cell: LSTMCell, branches, track_sums: bool, domain: Domain):
   """Feeds each branch's input boxes to its source states.
 
   Args:
-    branches: list of ((h, c), sums, steps, recurrent): grid-shaped Interval states (B, *g, H)
+    branches: list of ((h, c), sums, steps, recurrent): grid-shaped abstract states (B, *g, H)
       (each branch its own grid g), their running sums (or None), the list of gate boxes
       (B, 4H) to feed in order (empty for a deletion), and the recurrent pre-activations
       ``cell.recurrent(h)`` (B, *g, 4H) of the sources when already computed (else None).
@@ -217,25 +222,24 @@ def _run_steps(cell: LSTMCell, branches, track_sums: bool):
       flat = lambda a, r: a.reshape(a.shape[0], r, a.shape[-1])
       h = jax.tree.map(lambda *a: jnp.concatenate(a, axis=1),
                        *[flat(out[i][0][0], r) for i, r in zip(missing, rows)])
-      products = cell.recurrent(h)
+      products = cell.recurrent(h, domain)
       offsets = np.cumsum([0] + rows)
       for i, shape, a, b in zip(missing, shapes, offsets[:-1], offsets[1:]):
         known[i] = products[:, a:b].reshape(shape[:-1] + (products.shape[-1],))
     for i in live:
       (h, c), total = out[i]
       gates = branches[i][2][l]
-      gates = jax.tree.map(lambda a: _grid_broadcast(a, h.lo.ndim - 2), gates)
-      new_h, new_c = cell.step((h, c), gates, known[i])
-      out[i] = ((new_h, new_c), iv.add(total, new_h) if track_sums else None)
+      gates = jax.tree.map(lambda a: _grid_broadcast(a, len(h.shape) - 2), gates)
+      new_h, new_c = cell.step((h, c), gates, known[i], domain)
+      out[i] = ((new_h, new_c), domain.add(total, new_h) if track_sums else None)
   return out
 
 
-def _join_slots(box: iv.Interval, valid: jax.Array) -> iv.Interval:
+def _join_slots(box: iv.Value, valid: jax.Array, domain: Domain) -> iv.Value:
   """Join over the decomposition grid of the valid slots: (B, *dims, H) → (B, H)."""
   batch, hidden = box.shape[0], box.shape[-1]
-  lo = jnp.where(valid[..., None], box.lo, jnp.inf).reshape(batch, -1, hidden)
-  hi = jnp.where(valid[..., None], box.hi, -jnp.inf).reshape(batch, -1, hidden)
-  return iv.Interval(lo.min(axis=1), hi.max(axis=1))
+  flat = jax.tree.map(lambda a: a.reshape(batch, -1, hidden), box)
+  return domain.hull(flat, valid.reshape(batch, -1), axis=1)
 
 
 def _origin(x: jax.Array, rank: int) -> jax.Array:
@@ -250,12 +254,13 @@ def _slot_lengths(sig: Signature, lengths: jax.Array) -> jax.Array:
   return jnp.maximum(lengths.reshape((-1,) + (1,) * grid.ndim) + grid[None], 1)
 
 
-def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array
-                       ) -> tuple[iv.Interval, jax.Array]:
+def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Array,
+                       domain: Domain = iv.SOUND) -> tuple[iv.Value, jax.Array]:
   """Boxes of the pooled features over S(x), and the features of x itself.
 
   Returns:
-    (box, clean): Interval (B, H_in) and array (B, H_in), H_in = hidden · (2 if bidirectional).
+    (box, clean): abstract value of ``domain`` (B, H_in) and array (B, H_in),
+    H_in = hidden · (2 if bidirectional).
   """
   sig = sig.signature
   plan = jax.tree.map(jnp.asarray, plan)  # host (numpy) plans may be closed over under a trace
@@ -263,15 +268,14 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   rank = len(sig.budgets)
   boxes, cleans = [], []
   for cell, p in zip(model.cells, plans):
-    z = model.projection(iv.point(model.embed(p.token_ids)))
+    z = model.projection(domain.lift(model.embed(p.token_ids)), domain)
     (h, _), valid, sums = memoizing_scan(
-        cell, sig, cell.input_gates(z), replacement_gates(model, cell, p, sig, eps),
+        cell, sig, cell.input_gates(z, domain),
+        replacement_gates(model, cell, p, sig, eps, domain),
         [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean",
-        keeps=p.keep)
+        keeps=p.keep, domain=domain)
     if model.pooling == "mean":
-      h = iv.divide(sums, _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
-    boxes.append(_join_slots(h, valid))
-    cleans.append(_origin(h.lo, rank))
-  box = iv.Interval(jnp.concatenate([b.lo for b in boxes], -1),
-                    jnp.concatenate([b.hi for b in boxes], -1))
-  return box, jnp.concatenate(cleans, -1)
+      h = domain.divide(sums, _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
+    boxes.append(_join_slots(h, valid, domain))
+    cleans.append(domain.representative(jax.tree.map(lambda a: _origin(a, rank), h)))
+  return concatenate(boxes), jnp.concatenate(cleans, -1)

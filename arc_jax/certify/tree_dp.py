@@ -53,6 +53,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.domain import Domain
 from arc_jax.nn.tree_models import TreeLSTMClassifier, bottom_up, flat_children
 from arc_jax.perturbation.trees import DEL, DUP, SUB, TreeBatch, TreeSignature, TreeSpace
 
@@ -114,73 +115,71 @@ def _tables(sig: TreeSignature) -> _Tables:
                  join_index, join_mask, del_source, del_ok, unit)
 
 
-def _join_over(box: iv.Interval, ok: jax.Array, axis: int) -> iv.Interval:
+def _join_over(domain: Domain, box: iv.Value, ok: jax.Array, axis: int) -> iv.Value:
   """Join along ``axis`` of the boxes whose ``ok`` is set; 0 (a finite ⊥ placeholder) if none.
-
-  Soundness: every selected box lies between the coordinatewise min of the lower ends and max of
-  the upper ends. ``ok`` has the shape of ``box`` without its last (feature) axis.
-  """
-  m = ok[..., None]
-  any_ok = jnp.any(m, axis=axis)
-  lo = jnp.where(any_ok, jnp.min(jnp.where(m, box.lo, jnp.inf), axis=axis), 0.0)
-  hi = jnp.where(any_ok, jnp.max(jnp.where(m, box.hi, -jnp.inf), axis=axis), 0.0)
-  return iv.Interval(lo, hi)
+  ``ok`` has the shape of ``box`` without its last (feature) axis."""
+  return domain.hull(box, ok, axis, empty=domain.lift(jnp.zeros((), box.dtype)))
 
 
 def _leaf_slots(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch, eps: jax.Array,
-                in_scale: jax.Array | None):
-  """Leaf rules for every node of the batch: (h, c) Intervals (B, N, C, H), valid (B, N, C).
+                in_scale: jax.Array | None, domain: Domain):
+  """Leaf rules for every node of the batch: (h, c) (B, N, C, H), valid (B, N, C).
 
-  The word's own state is a box a few rounding errors wide (every concrete evaluation of the
-  leaf lies inside, :mod:`arc_jax.interval`), not a point.
+  The word's own state is a box a few rounding errors wide in the sound interval domain (every
+  concrete evaluation of the leaf lies inside, :mod:`arc_jax.interval`), not a point.
   """
+  d = domain
   tables = _tables(sig)
   rows, n_pad = batch.shape
-  pre = model.input_pre_activation(batch.token_ids, in_scale, box=True)  # (B, N, H)
-  h0, c0 = model.cell.leaf(iv.monotone(jax.nn.relu, pre))
+  pre = model.input_pre_activation(batch.token_ids, in_scale, d)  # (B, N, H)
+  h0, c0 = model.cell.leaf(d.monotone(jax.nn.relu, pre), d)
   is_leaf = (jnp.asarray(batch.left) < 0) & (
       jnp.arange(n_pad)[None, :] < jnp.asarray(batch.num_nodes)[:, None])
-  zeros = iv.point(jnp.zeros_like(h0.lo))
+  zeros = d.lift(jnp.zeros(h0.shape, h0.dtype))
   slots = [(zeros, zeros, jnp.zeros_like(is_leaf))] * len(tables.decomposition)  # ⊥
   slots[0] = (h0, c0, is_leaf)  # the word itself
   if SUB in tables.unit:
     # Every synonym's projection lies in the hull (ε = 1), and the leaf step is sound for boxes.
-    candidates = model.input_pre_activation(batch.substitutes, in_scale, box=True)  # (B,N,R,H)
+    candidates = model.input_pre_activation(batch.substitutes, in_scale, d)  # (B, N, R, H)
     mask = jnp.asarray(batch.substitute_mask)
-    box = iv.shrink_towards(iv.hull(candidates, mask, axis=2, empty=pre), pre, eps)
-    h, c = model.cell.leaf(iv.monotone(jax.nn.relu, box))
+    box = d.shrink_towards(d.hull(candidates, mask, axis=2, empty=pre), pre, eps)
+    h, c = model.cell.leaf(d.monotone(jax.nn.relu, box), d)
     slots[tables.unit[SUB]] = (h, c, is_leaf & jnp.any(mask, axis=2))
   if DUP in tables.unit:
     # The one tree of a duplicated leaf, (w, w), where the space's 1→2 rewrite matches w.
-    h, c = model.cell((h0, c0), (h0, c0))
+    h, c = model.cell((h0, c0), (h0, c0), d)
     slots[tables.unit[DUP]] = (h, c, is_leaf & jnp.asarray(batch.duplicable))
   stack = lambda parts: jax.tree.map(lambda *a: jnp.stack(a, axis=2), *parts)
   return stack([s[0] for s in slots]), stack([s[1] for s in slots]), stack([s[2] for s in slots])
 
 
 def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Array,
-                children: tuple[jax.Array, jax.Array], join: str) -> Callable:
+                children: tuple[jax.Array, jax.Array], join: str, domain: Domain) -> Callable:
   """The internal-node rules as a :func:`bottom_up` combine function on (h, c, valid) rows,
   with the Tree-LSTM cell's state (``nnx.split(model.cell)``) as its params."""
   tables = _tables(sig)
   a, b = tables.pair_left, tables.pair_right
+  dom = domain
 
   def combine(cell_state, left, right, nodes):
     cell = nnx.merge(cell_graph, cell_state)
-    (h_l, c_l, ok_l), (h_r, c_r, ok_r) = left, right  # (W, C, H) Intervals, (W, C)
+    (h_l, c_l, ok_l), (h_r, c_r, ok_r) = left, right  # (W, C, H) abstract values, (W, C)
     # Merge: the cell on every split (c', c'') of both children's slots (sound for boxes), then
     # the join over the splits of each target c = c' + c''; ⊥ splits are masked out.
-    pre = iv.add(cell.child_pre_activations(h_l, 0)[:, a],
-                 cell.child_pre_activations(h_r, 1)[:, b])  # (W, P, 5H)
+    rows = lambda x, idx: jax.tree.map(lambda v: v[:, idx], x)
+    pre = dom.add(rows(cell.child_pre_activations(h_l, 0, dom), a),
+                  rows(cell.child_pre_activations(h_r, 1, dom), b))  # (W, P, 5H)
     ok_p = ok_l[:, a] & ok_r[:, b]  # (W, P)
     ok = ok_p[:, tables.join_index] & tables.join_mask  # (W, C, P_max)
-    splits = lambda box: _join_over(box[:, tables.join_index], ok, axis=2)
+    splits = lambda box: _join_over(dom, rows(box, tables.join_index), ok, axis=2)
+    c_pairs = (rows(c_l, a), rows(c_r, b))
     if join == "after_cell":
-      h, c = (splits(box) for box in cell.merge(pre, c_l[:, a], c_r[:, b]))
+      h, c = (splits(box) for box in cell.merge(pre, *c_pairs, dom))
     else:  # "before_cell", the original's: join [i|o|u] and the forget term, then finish once
-      gates = cell.biased(pre)
-      forgotten = cell.forgotten(gates, c_l[:, a], c_r[:, b])
-      h, c = cell.finish(splits(gates[..., :3 * cell.hidden]), splits(forgotten))
+      gates = cell.biased(pre, dom)
+      forgotten = cell.forgotten(gates, *c_pairs, dom)
+      iou = jax.tree.map(lambda v: v[..., :3 * cell.hidden], gates)
+      h, c = cell.finish(splits(iou), splits(forgotten), dom)
     valid = jnp.any(ok, axis=2)
     if len(tables.del_source) > 1:
       # Deletion: when one child's subtree goes (d ≤ c_Del stop words), the tree is one of the
@@ -194,8 +193,8 @@ def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Arr
         take = lambda x: jnp.take_along_axis(x, src[..., None], axis=1)
         lifted_ok = jnp.asarray(tables.del_ok)[d] & jnp.take_along_axis(sibling[2], src, axis=1)
         lifted_h, lifted_c = (jax.tree.map(take, box) for box in sibling[:2])
-        h, _ = iv.masked_join(h, valid, lifted_h, lifted_ok)
-        c, valid = iv.masked_join(c, valid, lifted_c, lifted_ok)
+        h, _ = dom.masked_join(h, valid, lifted_h, lifted_ok)
+        c, valid = dom.masked_join(c, valid, lifted_c, lifted_ok)
     return h, c, valid
 
   return combine
@@ -203,21 +202,23 @@ def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Arr
 
 def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch,
                           eps: jax.Array, in_scale: jax.Array | None = None,
-                          join: str = "after_cell") -> tuple[iv.Interval, jax.Array]:
+                          join: str = "after_cell", domain: Domain = iv.SOUND
+                          ) -> tuple[iv.Value, jax.Array]:
   """The DP: boxes of h for every node and slot, (B, N, C, H), and their validity (B, N, C).
 
   Slot 0 of every real node is the point state of the unperturbed subtree. ``join`` (one of
-  :data:`JOINS`) is where the merge joins the splits of a slot.
+  :data:`JOINS`) is where the merge joins the splits of a slot; ``domain`` (static) the abstract
+  domain of the states.
   """
   chex.assert_rank(batch.token_ids, 2)
   rows, n_pad = batch.shape
-  h, c, valid = _leaf_slots(model, sig, batch, eps, in_scale)
+  h, c, valid = _leaf_slots(model, sig, batch, eps, in_scale, domain)
   flat = lambda x: jnp.concatenate([x.reshape((rows * n_pad,) + x.shape[2:]),
                                     jnp.zeros((1,) + x.shape[2:], x.dtype)])
   buffer = jax.tree.map(flat, (h, c, valid))
   deletable = flat(jnp.asarray(batch.deletable))
   cell_graph, cell_state = nnx.split(model.cell)
-  combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch), join)
+  combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch), join, domain)
   h, _, valid = bottom_up(buffer, batch, combine, cell_state)
   unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
   return jax.tree.map(unflat, h), unflat(valid)
@@ -244,13 +245,14 @@ class TreeCertificate:
   certified: jax.Array
   root: jax.Array
 
-  def at_root(self, x: jax.Array) -> jax.Array:
-    """Row ``root[b]`` of node-indexed ``x`` (B, N, ...) for every b: (B, ...)."""
-    return x[jnp.arange(x.shape[0]), self.root]
+  def at_root(self, x):
+    """Row ``root[b]`` of node-indexed ``x`` (B, N, ...) for every b: (B, ...); arrays or
+    boxes."""
+    return jax.tree.map(lambda a: a[jnp.arange(a.shape[0]), self.root], x)
 
   @property
   def root_logits(self) -> iv.Interval:
-    return iv.Interval(self.at_root(self.logits.lo), self.at_root(self.logits.hi))
+    return self.at_root(self.logits)
 
   @property
   def worst_case_logits(self) -> jax.Array:
@@ -261,7 +263,7 @@ class TreeCertificate:
 def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignature,
                        batch: TreeBatch, labels: jax.Array, eps: jax.Array | float = 1.0,
                        dropout_key: jax.Array | None = None, budgets: jax.Array | None = None,
-                       join: str = "after_cell") -> TreeCertificate:
+                       join: str = "after_cell", domain: Domain = iv.SOUND) -> TreeCertificate:
   """Certifies a batch of trees (see :class:`TreeCertificate`); differentiable in the model.
 
   Args:
@@ -279,6 +281,8 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
     join: ``"after_cell"`` (default: the cell on every split, then the join of the states) or
       ``"before_cell"`` (the original's: the join of every split's gate pre-activations and
       forget terms, then the rest of the cell once), see :data:`JOINS`.
+    domain: the abstract domain (static; :data:`arc_jax.interval.SOUND` for a certificate that
+      holds in floating point, :data:`arc_jax.interval.UNROUNDED` in training objectives).
   """
   chex.assert_shape(labels, batch.shape)
   if join not in JOINS:
@@ -293,21 +297,19 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
   rows, n_pad = batch.shape
   in_scale, out_scale = model.dropout_scales(dropout_key, batch.shape)
   h, valid = certified_node_states(model, sig, batch, jnp.asarray(eps, jnp.float32), in_scale,
-                                   join)
+                                   join, domain)
   beyond = jnp.asarray(False)
   if budgets is not None:
     budgets = jnp.asarray(budgets)
     chex.assert_shape(budgets, (len(sig.budgets),))
     valid = valid & jnp.all(_tables(sig).decomposition <= budgets, axis=1)
     beyond = jnp.any(budgets > np.asarray(sig.budgets, np.int32))
-  features = model.dropped(h, out_scale)  # (B, N, C, H)
-  per_slot = model.out(features)
-  logits = _join_over(per_slot, valid, axis=2)
-  logits = iv.Interval(jnp.where(beyond, -jnp.inf, logits.lo),
-                       jnp.where(beyond, jnp.inf, logits.hi))
+  features = model.dropped(h, out_scale, domain)  # (B, N, C, H)
+  logits = _join_over(domain, model.out(features, domain), valid, axis=2)
+  logits = domain.to_box(domain.where(beyond, domain.top(logits), logits))
   labelled = labels >= 0
   y = jnp.where(labelled, labels, 0)
-  pairs = iv.margin_lower_bounds(features, model.out.kernel[...], model.out.bias[...])
+  pairs = domain.margin_lower_bounds(features, model.out.kernel[...], model.out.bias[...])
   per_slot = jnp.take_along_axis(pairs, y[:, :, None, None, None], axis=3)[:, :, :, 0]
   margins = jnp.min(jnp.where(valid[..., None], per_slot, jnp.inf), axis=2)
   margins = jnp.where(beyond, -jnp.inf, margins)
@@ -318,29 +320,31 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
   at_root = lambda x: x[jnp.arange(rows), root]
   certified = (jnp.all(jnp.where(at_root(others), at_root(margins) > 0, True), axis=1)
                & at_root(labelled) & (jnp.asarray(batch.num_nodes) > 0))
-  clean = model.out(features.lo[:, :, 0])
+  clean = model.out(domain.representative(jax.tree.map(lambda a: a[:, :, 0], features)))
   return TreeCertificate(logits, clean, margins, certified, root)
 
 
 def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
-                   budgets=None, *, join="after_cell"):
+                   budgets=None, *, join="after_cell", domain=iv.SOUND):
   states = state if isinstance(state, tuple) else (state,)
   return certify_tree_model(nnx.merge(graphdef, *states), signature, batch, labels, eps,
-                            dropout_key, budgets, join)
+                            dropout_key, budgets, join, domain)
 
 
-certify_tree_jit = jax.jit(_certify_state, static_argnums=(0, 1), static_argnames="join")
+certify_tree_jit = jax.jit(_certify_state, static_argnums=(0, 1),
+                           static_argnames=("join", "domain"))
 """``certify_tree_jit(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
-budgets=None, *, join="after_cell")``: jitted, cached by (graphdef, tree signature, join, array
-shapes)."""
+budgets=None, *, join="after_cell", domain=interval.SOUND)``: jitted, cached by (graphdef, tree
+signature, join, domain, array shapes)."""
 
 
 def make_tree_certify_fn(graphdef: nnx.GraphDef, space: TreeSpace | TreeSignature,
-                         join: str = "after_cell") -> Callable[..., TreeCertificate]:
+                         join: str = "after_cell", domain: Domain = iv.SOUND
+                         ) -> Callable[..., TreeCertificate]:
   """A pure ``certify_tree_fn(state, batch, labels, eps=1.0, dropout_key=None, budgets=None)``.
 
   As :func:`~arc_jax.certify.make_certify_fn`: ``graphdef, state = nnx.split(model)`` (or pass
   ``state=(params, rest)`` from ``nnx.split(model, nnx.Param, ...)`` to differentiate with respect
   to the parameters); the function can be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
   """
-  return functools.partial(_certify_state, graphdef, space.signature, join=join)
+  return functools.partial(_certify_state, graphdef, space.signature, join=join, domain=domain)

@@ -1,8 +1,9 @@
-"""Flax NNX layers that accept plain arrays or :class:`~arc_jax.interval.Interval` inputs.
+"""Flax NNX layers that accept plain arrays or abstract values of a domain.
 
-Every layer routes its arithmetic through :mod:`arc_jax.interval`, whose functions take either
-kind of value, so the concrete model and its abstract (interval) semantics share one code path
-and one set of parameters, and a point interval reproduces the concrete output exactly.
+Every layer routes its arithmetic through the operations of a :class:`~arc_jax.domain.Domain`
+(the ``domain`` argument, static; default the sound interval domain), whose rules take either
+kind of value, so the concrete model and its abstract semantics share one code path and one set
+of parameters: on plain arrays every rule computes the concrete operation.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.domain import Domain, split
 
 Value = iv.Value
 
@@ -35,8 +37,8 @@ class Dense(nnx.Module):
     self.kernel = nnx.Param(init(rngs.params(), (in_features, out_features), param_dtype))
     self.bias = nnx.Param(init(rngs.params(), (out_features,), param_dtype))
 
-  def __call__(self, x: Value) -> Value:
-    return iv.linear(x, self.kernel[...], self.bias[...])
+  def __call__(self, x: Value, domain: Domain = iv.SOUND) -> Value:
+    return domain.linear(x, self.kernel[...], self.bias[...])
 
 
 class Projection(nnx.Module):
@@ -50,20 +52,11 @@ class Projection(nnx.Module):
                param_dtype=jnp.float32):
     self.linear = Dense(in_features, out_features, rngs=rngs, param_dtype=param_dtype)
 
-  def pre_activation(self, x: Value) -> Value:
-    return self.linear(x)
+  def pre_activation(self, x: Value, domain: Domain = iv.SOUND) -> Value:
+    return self.linear(x, domain)
 
-  def __call__(self, x: Value) -> Value:
-    return iv.monotone(jax.nn.relu, self.linear(x))
-
-
-def _split_gates(pre: Value) -> list[Value]:
-  """The four gate blocks of (..., 4·hidden), by ``jnp.split``: its transpose in the backward
-  pass is one concatenation, where four slices transpose to four pads and their sum."""
-  if not iv.is_interval(pre):
-    return jnp.split(pre, 4, axis=-1)
-  return [iv.Interval(lo, hi) for lo, hi in zip(jnp.split(pre.lo, 4, axis=-1),
-                                                jnp.split(pre.hi, 4, axis=-1))]
+  def __call__(self, x: Value, domain: Domain = iv.SOUND) -> Value:
+    return domain.monotone(jax.nn.relu, self.linear(x, domain))
 
 
 class LSTMCell(nnx.Module):
@@ -82,40 +75,43 @@ class LSTMCell(nnx.Module):
     self.i2h = Dense(in_features, 4 * hidden, rngs=rngs, param_dtype=param_dtype)
     self.h2h = Dense(hidden, 4 * hidden, rngs=rngs, param_dtype=param_dtype)
 
-  def input_gates(self, x: Value) -> Value:
+  def input_gates(self, x: Value, domain: Domain = iv.SOUND) -> Value:
     """``W_ih x + b_ih``: (..., in_features) → (..., 4·hidden)."""
-    return self.i2h(x)
+    return self.i2h(x, domain)
 
-  def recurrent(self, h: Value) -> Value:
+  def recurrent(self, h: Value, domain: Domain = iv.SOUND) -> Value:
     """``W_hh h + b_hh``: (..., hidden) → (..., 4·hidden).
 
     Separate from :meth:`step` so the DP computes it once for every branch that reads the same
     source states (a box's affine image is computed row by row, so slicing it afterwards gives
     the image of the slice).
     """
-    return self.h2h(h)
+    return self.h2h(h, domain)
 
-  def step(self, carry: tuple[Value, Value], gates_in: Value, recurrent: Value | None = None
-           ) -> tuple[Value, Value]:
+  def step(self, carry: tuple[Value, Value], gates_in: Value, recurrent: Value | None = None,
+           domain: Domain = iv.SOUND) -> tuple[Value, Value]:
     """One step from ``(h, c)`` (each (..., hidden)) given the input's gate pre-activations.
 
     ``recurrent`` is :meth:`recurrent` of ``h`` when the caller has it already. The gates i, f, o
-    are sigmoids, hence non-negative, so their products use :func:`interval.mul_nonneg`.
+    are sigmoids, hence non-negative, so their products use the domain's ``mul_nonneg``. The
+    gate blocks are one ``split`` (its transpose in the backward pass is one concatenation,
+    where four slices transpose to four pads and their sum).
     """
+    d = domain
     h, c = carry
-    pre = iv.add(gates_in, self.recurrent(h) if recurrent is None else recurrent)
-    i, f, o, g = _split_gates(pre)
-    i, f, o = (iv.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
-    g = iv.monotone(jnp.tanh, g)
-    c_new = iv.add(iv.mul_nonneg(f, c), iv.mul_nonneg(i, g))
-    h_new = iv.mul_nonneg(o, iv.monotone(jnp.tanh, c_new))
+    pre = d.add(gates_in, self.recurrent(h, d) if recurrent is None else recurrent)
+    i, f, o, g = split(pre, 4)
+    i, f, o = (d.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
+    g = d.monotone(jnp.tanh, g)
+    c_new = d.add(d.mul_nonneg(f, c), d.mul_nonneg(i, g))
+    h_new = d.mul_nonneg(o, d.monotone(jnp.tanh, c_new))
     return h_new, c_new
 
-  def __call__(self, carry, x):
-    return self.step(carry, self.input_gates(x))
+  def __call__(self, carry, x, domain: Domain = iv.SOUND):
+    return self.step(carry, self.input_gates(x, domain), domain=domain)
 
 
-def dropout(x: Value, rate: float, key: jax.Array | None) -> Value:
+def dropout(x: Value, rate: float, key: jax.Array | None, domain: Domain = iv.SOUND) -> Value:
   """Inverted dropout with one mask for both ends of an interval (sound: a nonnegative scale).
 
   ``key=None`` (evaluation, certification) is the identity.
@@ -123,4 +119,4 @@ def dropout(x: Value, rate: float, key: jax.Array | None) -> Value:
   if key is None or rate == 0.0:
     return x
   keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
-  return iv.scale(x, keep.astype(x.dtype) / (1.0 - rate))
+  return domain.scale(x, keep.astype(x.dtype) / (1.0 - rate))

@@ -23,6 +23,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.domain import Domain
 from arc_jax.nn.cells import Dense, LSTMCell, Projection, dropout
 from arc_jax.padding import reverse_padded
 
@@ -90,21 +91,22 @@ class LSTMClassifier(nnx.Module):
   def embed(self, token_ids: jax.Array) -> jax.Array:
     return self.embeddings[...][token_ids]
 
-  def head_activations(self, features: iv.Value, dropout_key: jax.Array | None = None
-                       ) -> iv.Value:
+  def head_activations(self, features: iv.Value, dropout_key: jax.Array | None = None,
+                       domain: Domain = iv.SOUND) -> iv.Value:
     """Pooled features (..., H_in) → the input of the last layer (..., head_hidden).
 
     The dropout masks depend only on ``dropout_key`` and the shape, so a box and a point pushed
     through with the same key see the same masks.
     """
     keys = (None, None) if dropout_key is None else jax.random.split(dropout_key)
-    x = dropout(features, self.dropout_rate, keys[0])
-    x = iv.monotone(jax.nn.relu, self.head_hidden(x))
-    return dropout(x, self.dropout_rate, keys[1])
+    x = dropout(features, self.dropout_rate, keys[0], domain)
+    x = domain.monotone(jax.nn.relu, self.head_hidden(x, domain))
+    return dropout(x, self.dropout_rate, keys[1], domain)
 
-  def head(self, features: iv.Value, dropout_key: jax.Array | None = None) -> iv.Value:
-    """Pooled features (..., H_in) → logits (..., K); arrays or intervals."""
-    return self.head_out(self.head_activations(features, dropout_key))
+  def head(self, features: iv.Value, dropout_key: jax.Array | None = None,
+           domain: Domain = iv.SOUND) -> iv.Value:
+    """Pooled features (..., H_in) → logits (..., K); arrays or abstract values."""
+    return self.head_out(self.head_activations(features, dropout_key, domain), domain)
 
   def features(self, token_ids: jax.Array, lengths: jax.Array) -> jax.Array:
     """Pooled LSTM features (B, H_in) of padded sentences ``token_ids`` (B, N)."""
@@ -144,10 +146,10 @@ class LSTMClassifier(nnx.Module):
     states = [runs[0][2]] + [reverse_padded(s, lengths) for _, _, s in runs[1:]]
     return jnp.concatenate(states, axis=-1)
 
-  def attend(self, states: iv.Value, mask: jax.Array) -> iv.Value:
+  def attend(self, states: iv.Value, mask: jax.Array, domain: Domain = iv.SOUND) -> iv.Value:
     """Attention pooling of per-position states (..., P, H_in) where ``mask`` (..., P) is set."""
-    scores = self.attention(states)[..., 0]
-    return iv.softmax_weighted_sum(scores, states, mask)
+    scores = jax.tree.map(lambda a: a[..., 0], self.attention(states, domain))
+    return domain.softmax_weighted_sum(scores, states, mask)
 
   def _run(self, cell: LSTMCell, z: jax.Array, lengths: jax.Array
            ) -> tuple[jax.Array, jax.Array, jax.Array]:

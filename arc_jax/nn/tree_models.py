@@ -25,6 +25,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.domain import Domain
 from arc_jax.nn.cells import Dense, Projection
 from arc_jax.nn.models import FrozenEmbedding, check_param_dtype
 from arc_jax.perturbation.trees import TreeBatch
@@ -45,9 +46,10 @@ class TreeLSTMCell(nnx.Module):
   ``[f_l, f_r] = σ(U_f [h_l; h_r] + b_f)``, c = σ(i)⊙tanh(u) + f_l⊙c_l + f_r⊙c_r,
   h = σ(o)⊙tanh(c).
 
-  Every step takes arrays or :class:`~arc_jax.interval.Interval` and is sound for intervals: it
-  composes affine maps, monotone activations, products with a sigmoid gate
-  (:func:`interval.mul_nonneg`) and sums. The internal step is
+  Every step takes arrays or abstract values of a :class:`~arc_jax.domain.Domain` (``domain``,
+  default the sound interval domain) and is sound because it composes the domain's sound rules:
+  affine maps, monotone activations, products with a sigmoid gate (``mul_nonneg``) and sums. The
+  internal step is
   split into :meth:`child_pre_activations` (one child's share of the gate pre-activations) and
   :meth:`merge`, because an affine map of a concatenation is the sum of the maps of its blocks —
   for boxes too: the centre/radius form is blockwise, ``[c_l; c_r] U = c_l U_l + c_r U_r`` and
@@ -64,47 +66,56 @@ class TreeLSTMCell(nnx.Module):
     self.u_f = Dense(2 * hidden, 2 * hidden, rngs=rngs, param_dtype=param_dtype)
     self.u_f.kernel[...] = _xavier(rngs, (2 * hidden, 2 * hidden), param_dtype)
 
-  def leaf(self, x: Value) -> State:
+  def leaf(self, x: Value, domain: Domain = iv.SOUND) -> State:
     """(h, c) of a leaf with input x (..., in_features); each (..., hidden)."""
-    iou = iv.linear(x, self.w_iou[...], self.b_iou[...])
-    i, o, u = (iou[..., g * self.hidden:(g + 1) * self.hidden] for g in range(3))
-    c = iv.mul_nonneg(iv.monotone(jax.nn.sigmoid, i), iv.monotone(jnp.tanh, u))
-    return iv.mul_nonneg(iv.monotone(jax.nn.sigmoid, o), iv.monotone(jnp.tanh, c)), c
+    d = domain
+    iou = d.linear(x, self.w_iou[...], self.b_iou[...])
+    i, o, u = _blocks(iou, self.hidden, 3)
+    c = d.mul_nonneg(d.monotone(jax.nn.sigmoid, i), d.monotone(jnp.tanh, u))
+    return d.mul_nonneg(d.monotone(jax.nn.sigmoid, o), d.monotone(jnp.tanh, c)), c
 
-  def child_pre_activations(self, h: Value, side: int) -> Value:
+  def child_pre_activations(self, h: Value, side: int, domain: Domain = iv.SOUND) -> Value:
     """The share of child ``side`` (0 left, 1 right) in ``[iou | f_l f_r]``: (..., 5·hidden)."""
     rows = slice(side * self.hidden, (side + 1) * self.hidden)
     kernel = jnp.concatenate([self.u_iou[...][rows], self.u_f.kernel[...][rows]], axis=1)
-    return iv.linear(h, kernel)
+    return domain.linear(h, kernel)
 
-  def biased(self, pre: Value) -> Value:
+  def biased(self, pre: Value, domain: Domain = iv.SOUND) -> Value:
     """The summed children's shares ``pre`` (..., 5·hidden) plus the biases: ``[i|o|u|f_l|f_r]``."""
-    return iv.add(pre, jnp.concatenate([self.b_iou[...], self.u_f.bias[...]]))
+    return domain.add(pre, jnp.concatenate([self.b_iou[...], self.u_f.bias[...]]))
 
-  def forgotten(self, gates: Value, c_left: Value, c_right: Value) -> Value:
+  def forgotten(self, gates: Value, c_left: Value, c_right: Value, domain: Domain = iv.SOUND
+                ) -> Value:
     """``σ(f_l)⊙c_l + σ(f_r)⊙c_r`` from the :meth:`biased` pre-activations (..., 5·hidden)."""
-    hd = self.hidden
-    sig = lambda g: iv.monotone(jax.nn.sigmoid, gates[..., g * hd:(g + 1) * hd])
-    return iv.add(iv.mul_nonneg(sig(3), c_left), iv.mul_nonneg(sig(4), c_right))
+    d = domain
+    f_l, f_r = (d.monotone(jax.nn.sigmoid, g) for g in _blocks(gates, self.hidden, 5)[3:])
+    return d.add(d.mul_nonneg(f_l, c_left), d.mul_nonneg(f_r, c_right))
 
-  def finish(self, gates: Value, forgotten: Value) -> State:
+  def finish(self, gates: Value, forgotten: Value, domain: Domain = iv.SOUND) -> State:
     """(h, c) from the :meth:`biased` ``[i|o|u…]`` pre-activations (..., ≥ 3·hidden) and the
     :meth:`forgotten` term: c = σ(i)⊙tanh(u) + forgotten, h = σ(o)⊙tanh(c)."""
-    hd = self.hidden
-    i, o, u = (gates[..., g * hd:(g + 1) * hd] for g in range(3))
-    sig = lambda v: iv.monotone(jax.nn.sigmoid, v)
-    c = iv.add(iv.mul_nonneg(sig(i), iv.monotone(jnp.tanh, u)), forgotten)
-    return iv.mul_nonneg(sig(o), iv.monotone(jnp.tanh, c)), c
+    d = domain
+    i, o, u = _blocks(gates, self.hidden, 3)
+    sig = lambda v: d.monotone(jax.nn.sigmoid, v)
+    c = d.add(d.mul_nonneg(sig(i), d.monotone(jnp.tanh, u)), forgotten)
+    return d.mul_nonneg(sig(o), d.monotone(jnp.tanh, c)), c
 
-  def merge(self, pre: Value, c_left: Value, c_right: Value) -> State:
+  def merge(self, pre: Value, c_left: Value, c_right: Value, domain: Domain = iv.SOUND
+            ) -> State:
     """(h, c) of an internal node from the summed children's shares ``pre`` (..., 5·hidden)."""
-    gates = self.biased(pre)
-    return self.finish(gates, self.forgotten(gates, c_left, c_right))
+    gates = self.biased(pre, domain)
+    return self.finish(gates, self.forgotten(gates, c_left, c_right, domain), domain)
 
-  def __call__(self, left: State, right: State) -> State:
+  def __call__(self, left: State, right: State, domain: Domain = iv.SOUND) -> State:
     """(h, c) of an internal node with children states ``left`` and ``right``."""
-    pre = iv.add(self.child_pre_activations(left[0], 0), self.child_pre_activations(right[0], 1))
-    return self.merge(pre, left[1], right[1])
+    pre = domain.add(self.child_pre_activations(left[0], 0, domain),
+                     self.child_pre_activations(right[0], 1, domain))
+    return self.merge(pre, left[1], right[1], domain)
+
+
+def _blocks(x: Value, size: int, count: int) -> list[Value]:
+  """The first ``count`` blocks of ``size`` features of ``x`` (..., ≥ count·size), by slicing."""
+  return [jax.tree.map(lambda a, g=g: a[..., g * size:(g + 1) * size], x) for g in range(count)]
 
 
 def flat_children(batch: TreeBatch) -> tuple[jax.Array, jax.Array]:
@@ -317,30 +328,34 @@ class TreeLSTMClassifier(nnx.Module):
             dropout_scale(k_out, self.dropout_rate, shape + (self.hidden,), table.dtype))
 
   def input_pre_activation(self, token_ids: jax.Array, scale: jax.Array | None,
-                           box: bool = False) -> Value:
+                           domain: Domain | None = None) -> Value:
     """Projection pre-activations (B, N, ..., H) of words (B, N, ...), dropped out by ``scale``.
 
     ``scale`` (B, N, E) is broadcast over the extra axes, so a leaf's candidate words see the
-    same dropout mask as its own word. ``box=True`` returns an Interval enclosing every rounding
-    of the projection (the certification DP's input; :func:`interval.linear`).
+    same dropout mask as its own word. With a ``domain``, the abstract value of the projection of
+    the (lifted) words: it contains every rounding of the projection in the sound interval
+    domain (the certification DP's input); None gives the concrete array.
     """
     x = self.embed(token_ids)
     if scale is not None:
       x = x * scale.reshape(scale.shape[:2] + (1,) * (x.ndim - 3) + scale.shape[2:])
-    return self.projection.pre_activation(iv.point(x) if box else x)
+    if domain is None:
+      return self.projection.pre_activation(x)
+    return self.projection.pre_activation(domain.lift(x), domain)
 
-  def dropped(self, h: Value, scale: jax.Array | None) -> Value:
+  def dropped(self, h: Value, scale: jax.Array | None, domain: Domain = iv.SOUND) -> Value:
     """Node states (B, N, ..., H) after dropout by ``scale`` (B, N, H), broadcast over the rest.
 
-    Sound for intervals: one nonnegative factor per coordinate (:func:`interval.scale`).
+    Sound: one nonnegative factor per coordinate (the domain's ``scale``).
     """
     if scale is None:
       return h
-    return iv.scale(h, scale.reshape(scale.shape[:2] + (1,) * (len(h.shape) - 3) + scale.shape[2:]))
+    return domain.scale(h, scale.reshape(scale.shape[:2] + (1,) * (len(h.shape) - 3)
+                                         + scale.shape[2:]))
 
-  def logits(self, h: Value, scale: jax.Array | None) -> Value:
-    """Node states (B, N, ..., H) → logits (B, N, ..., K); arrays or intervals."""
-    return self.out(self.dropped(h, scale))
+  def logits(self, h: Value, scale: jax.Array | None, domain: Domain = iv.SOUND) -> Value:
+    """Node states (B, N, ..., H) → logits (B, N, ..., K); arrays or abstract values."""
+    return self.out(self.dropped(h, scale, domain), domain)
 
   def node_buffer(self, batch: TreeBatch, in_scale: jax.Array | None = None,
                   offsets: State | None = None) -> State:

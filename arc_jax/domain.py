@@ -1,0 +1,108 @@
+"""The abstract-domain seam: the operations the layers and the DPs are written against.
+
+The LSTM, Bi-LSTM, attention and Tree-LSTM cells (:mod:`arc_jax.nn`) and the certification DPs
+(:mod:`arc_jax.certify`) compute on abstract values only through a :class:`Domain`, passed to them
+as a static argument (hashable, so jitted code stays pure; default the sound interval domain,
+:data:`arc_jax.interval.SOUND`). Each domain owns its transfer rules and their soundness
+arguments; no code outside a domain reads the inside of its values, except at the boundary where
+a certificate is made: :meth:`Domain.to_box` and :meth:`Domain.margin_lower_bounds`.
+
+An abstract value is a pytree of arrays that all have the value's shape (``value.shape``,
+``value.dtype``); the structural operations of the DPs (indexing, reshaping, padding, gathers and
+concatenations along any axis) are applied leafwise with ``jax.tree.map`` or :func:`concatenate`
+and :func:`split`, and are exact in every such domain. Plain arrays are concrete values in every
+domain: each rule given only arrays computes the concrete operation (that is how the concrete
+forward pass runs through the same layers).
+
+Adding a domain: write one module with a class implementing this protocol (the rules and their
+soundness arguments) and pass an instance as ``domain=`` to :func:`arc_jax.certify.certify_model`,
+:func:`arc_jax.certify.make_certify_fn` or :func:`arc_jax.certify.tree_dp.certify_tree_model`.
+``tests/test_domains.py`` does this for a trivial "point" domain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from arc_jax.interval import Interval
+
+Value = Any
+"""An abstract value of some domain, or a plain (concrete) array."""
+
+
+class Domain(Protocol):
+  """The operations of an abstract domain (shapes as in :mod:`arc_jax.interval`, which documents
+  the soundness argument of each rule for intervals)."""
+
+  def lift(self, x: jax.Array) -> Value:
+    """The abstract value of the concrete array ``x``."""
+
+  def to_box(self, x: Value) -> Interval:
+    """A box containing every concrete value of ``x`` (the boundary: what certificates report)."""
+
+  def representative(self, x: Value) -> jax.Array:
+    """One concrete array of ``x``'s set (clean features: ``x`` holds the clean input alone)."""
+
+  def top(self, like: Value) -> Value:
+    """The value holding everything, of the shape and dtype of ``like``."""
+
+  def linear(self, x: Value, kernel: jax.Array, bias: jax.Array | None = None) -> Value:
+    """``x @ kernel + bias``."""
+
+  def margin_lower_bounds(self, x: Value, kernel: jax.Array, bias: jax.Array) -> jax.Array:
+    """Lower bounds (..., K, K) of z_y − z_j over z = x @ kernel + bias (the boundary)."""
+
+  def monotone(self, fn: Callable[[jax.Array], jax.Array], x: Value) -> Value:
+    """``fn(x)`` for a nondecreasing elementwise ``fn``."""
+
+  def add(self, x: Value, y: Value) -> Value:
+    """``x + y``."""
+
+  def mul(self, x: Value, y: Value) -> Value:
+    """Elementwise ``x * y``."""
+
+  def mul_nonneg(self, x: Value, y: Value) -> Value:
+    """Elementwise ``x * y`` for a non-negative ``x``."""
+
+  def scale(self, x: Value, factor: jax.Array) -> Value:
+    """``x * factor`` for a non-negative concrete ``factor``."""
+
+  def divide(self, x: Value, divisor: jax.Array) -> Value:
+    """``x / divisor`` for a positive concrete ``divisor``."""
+
+  def join(self, x: Value, y: Value) -> Value:
+    """A value containing both; the empty value ⊥ (:meth:`hull` of nothing) is neutral."""
+
+  def where(self, condition: jax.Array, x: Value, y: Value) -> Value:
+    """``x`` where ``condition`` holds, else ``y``."""
+
+  def masked_join(self, x: Value, x_valid: jax.Array, y: Value, y_valid: jax.Array
+                  ) -> tuple[Value, jax.Array]:
+    """The join of two possibly empty (⊥) values given validity masks; (value, valid)."""
+
+  def hull(self, values: Value, mask: jax.Array, axis: int, empty: Value | None = None
+           ) -> Value:
+    """A value containing the ``values`` whose ``mask`` is set, along ``axis``; ``empty`` where
+    none is (None: the domain's empty value ⊥, neutral for :meth:`join`)."""
+
+  def shrink_towards(self, box: Value, anchor: Value, eps: jax.Array | float) -> Value:
+    """``anchor + eps · (box − anchor)``, containing ``box`` at ε = 1 (training curriculum)."""
+
+  def softmax_weighted_sum(self, scores: Value, values: Value, mask: jax.Array) -> Value:
+    """``Σ_p softmax(scores)_p · values_p`` over the positions where ``mask`` is set."""
+
+
+def concatenate(values: Sequence[Value], axis: int = -1) -> Value:
+  """Concatenation of abstract (or concrete) values along ``axis``, leafwise."""
+  return jax.tree.map(lambda *a: jnp.concatenate(a, axis=axis), *values)
+
+
+def split(x: Value, sections: int, axis: int = -1) -> list[Value]:
+  """``jnp.split`` of an abstract (or concrete) value into equal ``sections`` along ``axis``:
+  one ``split`` per leaf, whose transpose in the backward pass is one concatenation."""
+  leaves, treedef = jax.tree.flatten(x)
+  parts = [jnp.split(a, sections, axis=axis) for a in leaves]
+  return [jax.tree.unflatten(treedef, [p[s] for p in parts]) for s in range(sections)]
