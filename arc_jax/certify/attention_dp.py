@@ -1,5 +1,5 @@
 """Certifying attention pooling: the states of S(x) at every output position (paper appendix
-"Handling Attention", its G_{i,j}^S; DESIGN.md §3).
+"Handling Attention", its G_{i,j}^S; docs/ALGORITHM.md §5).
 
 Attention reads every hidden state, so the final-state DP (:mod:`arc_jax.certify.lstm_dp`) is not
 enough: for every string z of S(x) and every position p of z we need a box holding h_p(z). The

@@ -11,7 +11,7 @@ Two abstractions of S_abs|x':
 * ``"dp"`` (ARC-A3T): the ARC DP (:func:`arc_jax.certify.certify_model`) on a plan of x' whose
   matches are cleared at the windows that are not free (:func:`member_plan`). The DP only reads
   where each transformation matches and what it writes, so this is the DP of the restricted
-  space; its soundness argument (DESIGN.md §3) is unchanged.
+  space; its soundness argument (docs/ALGORITHM.md §2) is unchanged.
 * ``"interval"`` (A3T, Zhang et al. 2020): for 1→1 transformations (Sub) only, one box per
   position, the hull of the original token and every replacement at its free windows, pushed
   through the interval LSTM with a single state (:func:`interval_features`). It ignores the

@@ -1,4 +1,4 @@
-"""The ARC memoizing DP for LSTMs and Bi-LSTMs (DESIGN.md §3, paper §4).
+"""The ARC memoizing DP for LSTMs and Bi-LSTMs (docs/ALGORITHM.md §2, paper §4).
 
 For a sentence x_1..x_n and a space S = {(T_k, δ_k)}, H[j, c] over-approximates the LSTM states
 (h, c) of every string obtained from the prefix x_1..x_j by applying *exactly* c_k copies of each

@@ -24,7 +24,7 @@ S_c(t_v) either keeps both children's subtrees (non-empty) with c split between 
 cell is sound for boxes, or deletes one child's whole subtree (d of its stop-word leaves) and is
 the other child's tree under the remaining budget. Leaves are covered by their three rewrites.
 
-Tighter than the original (REFERENCE.md §6, §11 item 11): slots are tight with ⊥ masks (not the
+Tighter than the original (docs/ORIGINAL.md §4, §8 item 7): slots are tight with ⊥ masks (not the
 plain leaf in every slot); the merge joins *after* the cell, over whole states, where the original
 joins the pre-activations of all splits and applies the nonlinearity once (``join="before_cell"``
 builds that variant, for comparison: :data:`JOINS`); logits and margins are bounded per slot and
@@ -63,7 +63,7 @@ JOINS = ("after_cell", "before_cell")
 every split and the resulting states are joined (ours). ``"before_cell"``: the gate
 pre-activations ``[i|o|u]`` and the forget terms ``σ(f_l)⊙c_l + σ(f_r)⊙c_r`` of the splits are
 joined, and c = σ(i)⊙tanh(u) + forget and h = σ(o)⊙tanh(c) are computed once on the joins (the
-original's, REFERENCE.md §6). Both are sound: each split's state lies in the finish of the joins,
+original's, docs/ORIGINAL.md §4). Both are sound: each split's state lies in the finish of the joins,
 since interval operations are monotone under inclusion. For the same reason ``"after_cell"`` is
 contained in ``"before_cell"`` at every node: never looser, usually tighter."""
 

@@ -45,7 +45,7 @@ class Projection(nnx.Module):
   """The original's input projection: Linear 300→100, then ReLU.
 
   ``pre_activation`` is exposed because substitution hulls are taken after the linear map and
-  before the ReLU (tighter than hulling raw embeddings; REFERENCE.md §5.2).
+  before the ReLU (tighter than hulling raw embeddings; docs/ALGORITHM.md §3).
   """
 
   def __init__(self, in_features: int, out_features: int, *, rngs: nnx.Rngs,

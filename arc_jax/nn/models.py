@@ -1,4 +1,4 @@
-"""LSTM and Bi-LSTM text classifiers with the original ARC sizes (REFERENCE.md §3.1, §9).
+"""LSTM and Bi-LSTM text classifiers with the original ARC sizes (docs/ORIGINAL.md §3).
 
 frozen embeddings (V, 300) → Linear 300→100 → ReLU → LSTM(100) (Bi-LSTM: 2×100) → pooled state
 → Dropout → Linear→100 → ReLU → Dropout → Linear→K.

@@ -1,4 +1,4 @@
-"""Binary N-ary Tree-LSTM and the SST Tree-LSTM classifier (REFERENCE.md §6, Tai et al. 2015).
+"""Binary N-ary Tree-LSTM and the SST Tree-LSTM classifier (docs/ORIGINAL.md §4, Tai et al. 2015).
 
 embedding (V, 300) → Linear 300→h → ReLU (leaves) → Tree-LSTM(h) → Dropout → Linear(h, 5), with
 logits on every node (training uses every node's label, metrics the root's). The original trains

@@ -1,7 +1,7 @@
 """Losses of clean and certified training, weighted so that padding rows (weight 0) do not count.
 
-ARC's objective (paper §5, DESIGN.md §6) is ``(1 − λ)·clean + λ·robust``; ``robust`` is either
-the cross-entropy on per-example worst-case logits (the default: an upper bound on the loss of
+ARC's objective (paper Eq. 3 and the appendix "Details of Training"; docs/ALGORITHM.md §7) is
+``(1 − λ)·clean + λ·robust``; ``robust`` is either the cross-entropy on per-example worst-case logits (the default: an upper bound on the loss of
 every string of S(x)) or the original's "max of two batch means" (binary only, for comparison).
 Tree-LSTMs use the same two terms per labelled node (:func:`node_cross_entropy`).
 """
@@ -65,7 +65,7 @@ def max_of_means_loss(cert: Certificate, labels: jax.Array, weights: jax.Array) 
 
   Each batch mean uses the same end for every example, so for a batch that mixes labels one
   mean takes the best case of half of the batch: this is a lower bound of
-  :func:`worst_case_loss`, equal to it for a single-label batch (REFERENCE.md §5.4, §11.4).
+  :func:`worst_case_loss`, equal to it for a single-label batch (docs/ORIGINAL.md §5, §8 item 3).
 
   Args:
     cert: the batch's certificate; logits (B, 2).
