@@ -1,8 +1,9 @@
 """Losses of clean and certified training, weighted so that padding rows (weight 0) do not count.
 
 ARC's objective (paper Eq. 3 and the appendix "Details of Training"; docs/ALGORITHM.md §7) is
-``(1 − λ)·clean + λ·robust``; ``robust`` is either the cross-entropy on per-example worst-case logits (the default: an upper bound on the loss of
-every string of S(x)) or the original's "max of two batch means" (binary only, for comparison).
+``(1 − λ)·clean + λ·robust``; ``robust`` is either the cross-entropy on per-example worst-case
+logits (the default: an upper bound on the loss of every string of S(x)) or the original's "max
+of two batch means" (binary only, for comparison).
 Tree-LSTMs use the same two terms per labelled node (:func:`node_cross_entropy`).
 """
 
