@@ -23,7 +23,8 @@ from arc_jax.certify.tree_dp import JOINS, certify_tree_jit
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import PlanBuilder, parse_space
-from arc_jax.perturbation.trees import TreeBatchBuilder, from_nested, tree_space
+from arc_jax.data import from_nested
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 TOL = 1e-12
 
