@@ -33,13 +33,16 @@ import numpy as np
 import optax
 from flax import nnx
 
+import arc_jax
 from arc_jax import interval, parallel
 from arc_jax.train import steps
 from arc_jax.train.experiment import build_experiment
 
 import revisions
 
-CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "configs"
+# The configs of the revision being measured (a baseline's worktree, or this checkout): a config
+# file of this checkout could import modules the baseline does not have.
+CONFIGS = pathlib.Path(arc_jax.__file__).resolve().parents[1] / "experiments" / "configs"
 
 
 def load_config(model: str, row: str):
