@@ -44,8 +44,7 @@ from jax.sharding import Mesh
 from arc_jax import metrics as metric_registry
 from arc_jax import parallel
 from arc_jax.data.paths import data_folder
-from arc_jax.metrics import (EXCLUSIONS, METRICS, ROBUSTNESS_ORDER,  # noqa: F401  (re-exported)
-                             _space_size)
+from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, build_experiment

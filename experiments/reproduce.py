@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import paper  # noqa: E402
-from arc_jax.cli.report import METRICS, model_kind, space_key  # noqa: E402
+from arc_jax.cli.report import METRICS, space_key  # noqa: E402
 from arc_jax.configs import PAPER_SPACES  # noqa: E402  (experiments/configs/paper_rows.py)
 
 ROOT = Path(__file__).resolve().parents[1]

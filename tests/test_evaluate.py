@@ -14,7 +14,8 @@ import arc_jax
 from arc_jax import metrics as metric_registry
 from arc_jax.certify import certify
 from arc_jax.data import paths
-from arc_jax.evaluation import EvaluationError, _check, _space_size, evaluate_run, results_path
+from arc_jax.evaluation import EvaluationError, _check, evaluate_run, results_path
+from arc_jax.metrics import _space_size
 from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
 
 try:

@@ -37,8 +37,7 @@ from arc_jax.certify.lstm_dp import replacement_gates
 from arc_jax.domain import Domain, concatenate
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
-from arc_jax.padding import reverse_padded
-from arc_jax.perturbation.plans import Plan, PlanBuilder, TransformationPlan, reverse_plan
+from arc_jax.perturbation.plans import Plan, PlanBuilder, reverse_plan
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.perturbation.split import Member, SplitSpace
 

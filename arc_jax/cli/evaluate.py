@@ -18,8 +18,8 @@ import sys
 import jax
 
 from arc_jax.cli import common
-from arc_jax.evaluation import (METRICS, EvaluationError, evaluate_run, results_path,
-                                write_results)
+from arc_jax.evaluation import EvaluationError, evaluate_run, results_path, write_results
+from arc_jax.metrics import METRICS
 from arc_jax.train import use_compilation_cache
 from arc_jax.train.interrupt import exit_on_signals
 
