@@ -22,12 +22,13 @@ soundness arguments) and pass an instance as ``domain=`` to :func:`arc_jax.certi
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
 
-from arc_jax.interval import Interval
+if TYPE_CHECKING:  # interval.py uses lstm_update_by_rules; the protocol names its box type only
+  from arc_jax.interval import Interval
 
 Value = Any
 """An abstract value of some domain, or a plain (concrete) array."""
@@ -94,6 +95,12 @@ class Domain(Protocol):
   def softmax_weighted_sum(self, scores: Value, values: Value, mask: jax.Array) -> Value:
     """``Σ_p softmax(scores)_p · values_p`` over the positions where ``mask`` is set."""
 
+  def lstm_update(self, gates_in: Value, recurrent: Value, c: Value) -> tuple[Value, Value]:
+    """The LSTM cell after its affine maps: (h', c') from the gate pre-activations
+    ``gates_in + recurrent`` (..., 4H) in the layout [i | f | o | g] and the cell state c (..., H).
+    :func:`lstm_update_by_rules` composes it from the rules above; a domain may fuse it (the
+    sound interval domain rounds once per step instead of once per operation)."""
+
 
 def concatenate(values: Sequence[Value], axis: int = -1) -> Value:
   """Concatenation of abstract (or concrete) values along ``axis``, leafwise."""
@@ -106,3 +113,16 @@ def split(x: Value, sections: int, axis: int = -1) -> list[Value]:
   leaves, treedef = jax.tree.flatten(x)
   parts = [jnp.split(a, sections, axis=axis) for a in leaves]
   return [jax.tree.unflatten(treedef, [p[s] for p in parts]) for s in range(sections)]
+
+
+def lstm_update_by_rules(domain: Domain, gates_in: Value, recurrent: Value, c: Value
+                         ) -> tuple[Value, Value]:
+  """:meth:`Domain.lstm_update` from the domain's rules: i, f, o = σ(·), g = tanh(·) of
+  ``gates_in + recurrent``; c' = f·c + i·g; h' = o·tanh(c'). Sound because each rule is; the
+  gates i, f, o are sigmoids, hence non-negative, so their products use ``mul_nonneg``."""
+  d = domain
+  i, f, o, g = split(d.add(gates_in, recurrent), 4)
+  i, f, o = (d.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
+  g = d.monotone(jnp.tanh, g)
+  c_new = d.add(d.mul_nonneg(f, c), d.mul_nonneg(i, g))
+  return d.mul_nonneg(o, d.monotone(jnp.tanh, c_new)), c_new

@@ -17,7 +17,9 @@ rule is in its docstring. The two facts used throughout: rounding to nearest is 
 real bounds; and widening a rounded value by a few ulps steps past the real value it rounds.
 
 A *point* interval (``lo == hi``) encloses the concrete result within a few ulps (elementwise
-rules) or within the dot-product error bound ``γ_n·|x|·|W|`` (affine maps).
+rules), within the dot-product error bound ``γ_n·|x|·|W|`` (affine maps), or within a few tens
+of ulps of 1 (the fused LSTM update, :meth:`IntervalDomain.lstm_update`, whose widenings are
+absolute: every gate lies in [−1, 1]).
 
 The rules are the methods of :class:`IntervalDomain`, an implementation of the
 :class:`~arc_jax.domain.Domain` protocol that the layers and the DPs are written against.
@@ -40,6 +42,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from arc_jax.domain import lstm_update_by_rules
 
 PRECISION = jax.lax.Precision.HIGHEST
 """Matmul precision of affine maps, concrete and abstract: full float32 products on every
@@ -139,6 +143,20 @@ def dot_error(n: int, dtype) -> float:
   return n * u / (1 - n * u)
 
 
+def _linear_constants(n: int, dtype) -> tuple[np.ndarray, ...]:
+  """α, β, τ, ε and τ' of :meth:`IntervalDomain.linear` for fan-in ``n``, each rounded up.
+
+  Computed in float64 with 4u of slack for its own rounding (which matters for float64 only).
+  """
+  u, t = _unit_roundoff(dtype), float(_tiny(dtype))
+  gamma = dot_error(n + 1, dtype)
+  grow = (1 + 2 * gamma) * (1 + 12 * u)
+  alpha = (1 + gamma) * (1 + 2 * u) * grow + 4 * u
+  beta = (2 * gamma + 3 * u * (1 + gamma)) * grow + 4 * u
+  eps = (2 * gamma + 2 * u) * (1 + 8 * u) + 4 * u
+  return tuple(_const_up(value, dtype) for value in (alpha, beta, 16 * t, eps, (6 * n + 16) * t))
+
+
 def _nonneg_matmul_upper(v: jax.Array, m: jax.Array) -> jax.Array:
   """An upper bound of the exact ``v @ m`` for nonnegative ``v`` and ``m``.
 
@@ -149,16 +167,6 @@ def _nonneg_matmul_upper(v: jax.Array, m: jax.Array) -> jax.Array:
   n = m.shape[0]
   factor = _const_up(1 + 2 * dot_error(n, m.dtype), m.dtype)
   return _up(jnp.matmul(v, m, precision=PRECISION) * factor)
-
-
-def _centre_radius(x: Interval) -> tuple[jax.Array, jax.Array]:
-  """A float centre c ∈ [lo, hi] and radius r with [c − r, c + r] ⊇ [lo, hi] in real arithmetic.
-
-  c = fl((lo + hi)/2) lies in [lo, hi] by monotone rounding; r is max(hi − c, c − lo) rounded
-  up, so it is at least the real distance from c to either end.
-  """
-  c = (x.lo + x.hi) / 2
-  return c, _up(jnp.maximum(x.hi - c, c - x.lo))
 
 
 def _magnitude(x: Interval) -> jax.Array:
@@ -228,13 +236,36 @@ class IntervalDomain:
     |e @ W| ≤ r @ |W|, so the image lies in [c@W − r@|W|, c@W + r@|W|] (+ b). Unrounded, this
     is the result (c and r computed to nearest).
 
-    In floating point (m = max(|lo|, |hi|) ≥ |x|, γ = γ_{n+1} of :func:`dot_error`, the bias
-    counted as one more term): a concrete evaluation gives fl(x@W + b) ≥ x@W + b − γ(|x|@|W| + |b|)
-    ≥ c@W + b − r@|W| − γ(m@|W| + |b|) =: L, which is also below the real value. Our centre
-    P = fl(c@W + b) has |P − (c@W + b)| ≤ γ(m@|W| + |b|), so L ≥ P − t with
-    t = (r + 2γm)@|W| + 2γ|b|, which is computed rounded up (:func:`_nonneg_matmul_upper`). The
-    result is ``round_outward(P − t, P + t)``; symmetrically for the upper end. For a point box
-    the width is ≈ 4γ(|x|@|W| + |b|): γ_{101} ≈ 6e-6 in float32.
+    In floating point every end is one computed value: c = fl((lo + hi)/2), d = fl((hi − lo)/2),
+    P = fl(c@W + b), and ``[P − S, P + S]`` with S = fl(fl(v@|W|) + e),
+    v = fl(α·d + (β·|c| + τ)), e = fl(ε·|b| + τ') (the constants of :func:`_linear_constants`;
+    u the unit roundoff, t the smallest normal, γ = γ_{n+1} of :func:`dot_error`, the bias
+    counted as one more term). Every operation outside the two matmuls is elementwise on the
+    (…, n) input or a parameter, so the sound rule costs the unrounded one's four ops on the
+    (…, k) output, not more.
+
+    Proof that fl(P − S) ≤ z for the real z = x@W + b and every float evaluation z̃ of it, for all
+    x in the box (symmetrically for the upper end):
+
+    1. Every x lies within ρ of c, ρ = (hi − lo)/2 + |c − (lo + hi)/2| ≤ (1 + 2u)(d + u|c|) + 4t
+       (each operation has relative error u, and t more where its result is flushed to zero),
+       and |x| ≤ |c| + ρ.
+    2. Any summation order gives |z̃ − z| ≤ γ(|x|@|W| + |b|) + 2(n + 1)t (:func:`dot_error`,
+       plus the flushes), and the same bounds P: |P − (c@W + b)| ≤ γ(|c|@|W| + |b|) + 2(n + 1)t.
+       With z ≥ c@W + b − ρ@|W|, both z and z̃ are ≥ P − Σ,
+       Σ = ((1 + γ)ρ + 2γ|c|)@|W| + 2γ|b| + 4(n + 1)t.
+    3. Round to nearest gives fl(P − S) ≤ P − S(1 − u) + u|P| + t, and
+       |P| ≤ (1 + γ)(|c|@|W| + |b|) + 2(n + 1)t. So S(1 − u) ≥ Σ + u|P| + t suffices, whose right
+       side is at most (a₀d + b₀|c| + 5t)@|W| + e₀|b| + (4n + 6)t with a₀ = (1 + γ)(1 + 2u),
+       b₀ = 2γ + 3u(1 + γ), e₀ = 2γ + 2u.
+    4. The computed terms are nonnegative, so each rounded operation (fused or not) loses at most
+       a factor (1 − u) and t: v ≥ (1 − u)³(α·d + β·|c|) + 11t, fl(v@|W|) ≥ (1 − γ)·v@|W| − 2nt,
+       e ≥ (1 − 2u)ε|b| + (1 − u)τ' − 2t and S(1 − u) ≥ (1 − 2u)(fl(v@|W|) + e) − t. The
+       constants α ≥ a₀g, β ≥ b₀g with g = (1 + 2γ)(1 + 12u) ≥ 1/((1 − γ)(1 − 5u)),
+       ε ≥ e₀(1 + 8u) and τ' = (6n + 16)t make each term of step 3 covered.
+
+    For a point box (d = 0) the width is ≈ 4γ(|x|@|W| + |b|) + 6u|x|@|W|: γ_{101} ≈ 6e-6 in
+    float32.
     """
     if not is_interval(x):
       y = jnp.matmul(x, kernel, precision=PRECISION)
@@ -245,17 +276,17 @@ class IntervalDomain:
         centre = centre + bias
       spread = jnp.matmul(x.radius, jnp.abs(kernel), precision=PRECISION)
       return Interval(centre - spread, centre + spread)
-    dtype = x.dtype
-    gamma = dot_error(kernel.shape[0] + 1, dtype)
-    c, r = _centre_radius(x)
+    alpha, beta, tau, eps, tail = _linear_constants(kernel.shape[0], x.dtype)
+    c, d = x.centre, x.radius
     centre = jnp.matmul(c, kernel, precision=PRECISION)
-    if bias is not None:
+    spread = jnp.matmul(d * alpha + (jnp.abs(c) * beta + tau), jnp.abs(kernel),
+                        precision=PRECISION)
+    if bias is None:
+      spread = spread + tail
+    else:
       centre = centre + bias
-    v = _up(r + _up(_magnitude(x) * _const_up(2 * gamma, dtype)))
-    spread = _nonneg_matmul_upper(v, jnp.abs(kernel))
-    if bias is not None:
-      spread = _up(spread + _up(jnp.abs(bias) * _const_up(2 * gamma, dtype)))
-    return round_outward(centre - spread, centre + spread)
+      spread = spread + (jnp.abs(bias) * eps + tail)
+    return Interval(centre - spread, centre + spread)
 
   def margin_lower_bounds(self, x: Value, kernel: jax.Array, bias: jax.Array) -> jax.Array:
     """Lower bounds of z_y − z_j (..., K, K) for z = x @ kernel + bias over the box (..., n).
@@ -379,6 +410,65 @@ class IntervalDomain:
       return x / divisor
     return self._round(x.lo / divisor, x.hi / divisor)
 
+  # -- the LSTM cell, fused -------------------------------------------------------------------------
+
+  def lstm_update(self, gates_in: Value, recurrent: Value, c: Value) -> tuple[Value, Value]:
+    """The LSTM cell after its affine maps (:meth:`~arc_jax.domain.Domain.lstm_update`):
+    i, f, o = σ(p), g = tanh(p) for p = gates_in + recurrent; c' = f·c + i·g; h' = o·tanh(c').
+
+    Unrounded (and on plain arrays) this is :func:`~arc_jax.domain.lstm_update_by_rules`. The
+    sound domain computes the same ends rounded to nearest and widens each quantity once by an
+    *absolute* error bound, which exists because every gate lies in [−1, 1]: five widenings per
+    step instead of one per operation and end, the same box up to a few ulps of 1.
+
+    Soundness (u the unit roundoff, t the smallest normal; each operation has error
+    ≤ u|y| + t, XLA's σ and tanh are within 8u|y| + t of the truth and inside their ranges):
+
+    * Gates. p̂ = fl(G.lo + R.lo) is below every concrete p̃ = fl(g̃ + r̃) (monotone rounding),
+      so σ̃(p̃) ≥ σ(p̃) − 8u − t ≥ σ̃(p̂) − 16u − 2t; for real p ≥ P = G.lo + R.lo,
+      σ(p) ≥ σ(P) ≥ σ(p̂) − sup σ'·|p̂ − P| ≥ σ(p̂) − 0.37u − t, since σ'(ξ) ≤ min(1/4, e^{−|ξ|})
+      and y·e^{−y} ≤ 1/e (for tanh, sech²(ξ) ≤ min(1, 4e^{−2|ξ|}) gives 0.74u). So σ̃(p̂) − K
+      with K = 20u + 4t, its subtraction rounded (error ≤ u(1 + K) + t), is a lower end; then
+      clipped to the function's range.
+    * c' = f·c + i·g. With f, i ≥ 0 the minimum over the boxes is m = c.lo·f_s + g.lo·i_s (the
+      selected ends, as :meth:`mul_nonneg`); our L = fl(fl(c.lo·f_s) + fl(g.lo·i_s)) and every
+      float evaluation of f̃c̃ + ĩg̃ (any order, fused or not) are within 2.01u(M + 1) + 3t of
+      m and of a value ≥ m respectively, M = max(|c.lo|, |c.hi|) ≥ |f·c|, |i·g| ≤ 1. So
+      L − w with w = (M + 1)·6u + 12t (computed; ≥ 5.03u(M + 1) + 7t + u|L − w| after its own
+      three roundings and the subtraction's) is a lower end.
+    * tanh(c'): c' is a box of real and float values, so as for the gates without the input's
+      rounding: tanh̃(c'.lo) − K.
+    * h' = o·tanh(c'): ĥ = fl(T.lo·o_s) is fl of the exact minimum, so every concrete fl(õτ̃)
+      ≥ ĥ (monotone rounding) and the real minimum is ≥ ĥ − u − t (|o·τ| ≤ 1); ĥ − (3u + 3t)
+      covers both after its own rounding.
+    The upper ends are symmetric.
+    """
+    if not self.round_outward or not any(map(is_interval, (gates_in, recurrent, c))):
+      return lstm_update_by_rules(self, gates_in, recurrent, c)
+    gates_in, recurrent, c = map(as_interval, (gates_in, recurrent, c))
+    dtype = c.dtype
+    u, t = _unit_roundoff(dtype), float(_tiny(dtype))
+    k_gate, k_cell, t_cell, k_out = (_const_up(v, dtype) for v in (
+        20 * u + 4 * t, 6 * u, 12 * t, 3 * u + 3 * t))
+
+    def activation(fn, low, lo, hi):
+      """[fn(lo) − K, fn(hi) + K] clipped to [low, 1], the range of fn."""
+      return (jnp.maximum(fn(lo) - k_gate, low), jnp.minimum(fn(hi) + k_gate, 1))
+
+    lo = jnp.split(gates_in.lo + recurrent.lo, 4, -1)
+    hi = jnp.split(gates_in.hi + recurrent.hi, 4, -1)
+    (i_lo, i_hi), (f_lo, f_hi), (o_lo, o_hi) = (
+        activation(jax.nn.sigmoid, 0, *ends) for ends in zip(lo[:3], hi[:3]))
+    g_lo, g_hi = activation(jnp.tanh, -1, lo[3], hi[3])
+    c_lo = c.lo * jnp.where(c.lo >= 0, f_lo, f_hi) + g_lo * jnp.where(g_lo >= 0, i_lo, i_hi)
+    c_hi = c.hi * jnp.where(c.hi >= 0, f_hi, f_lo) + g_hi * jnp.where(g_hi >= 0, i_hi, i_lo)
+    w = (jnp.maximum(jnp.abs(c.lo), jnp.abs(c.hi)) + 1) * k_cell + t_cell
+    c_new = Interval(c_lo - w, c_hi + w)
+    t_lo, t_hi = activation(jnp.tanh, -1, c_new.lo, c_new.hi)
+    h_lo = t_lo * jnp.where(t_lo >= 0, o_lo, o_hi) - k_out
+    h_hi = t_hi * jnp.where(t_hi >= 0, o_hi, o_lo) + k_out
+    return Interval(h_lo, h_hi), c_new
+
   # -- joins and selections (exact in floating point: min, max and select do not round) ---------
 
   def join(self, x: Value, y: Value) -> Interval:
@@ -431,18 +521,21 @@ class IntervalDomain:
     return Interval(jnp.where(any_set, lo, empty.lo), jnp.where(any_set, hi, empty.hi))
 
   def shrink_towards(self, box: Value, anchor: Value, eps: jax.Array | float) -> Interval:
-    """The box ``anchor + eps · (box − anchor)`` for eps ∈ [0, 1], ends rounded outward.
+    """The box ``anchor + eps · (box − anchor)`` for eps ∈ [0, 1] (the training curriculum).
 
-    ε = 0 gives (a box around) ``anchor``, ε = 1 ``box``. Used for the training curriculum; only
-    ε = 1 is a sound abstraction of the full hull, and it is in floating point too: each of the
-    three operations is rounded outward, so at ε = 1 the result contains ``box`` (the rounded
-    differences are multiplied by 1 exactly). An ``anchor`` box shrinks each end towards its own
-    end (ε = 0 gives the anchor box).
+    ε = 0 gives (a box around) ``anchor``, ε = 1 ``box``; an ``anchor`` box shrinks each end
+    towards its own end (ε = 0 gives the anchor box). Only ε = 1 is a sound abstraction of the
+    full hull, and the sound domain returns ``box`` itself there, exactly (not a recomputation
+    of its ends, which rounding may move inwards); other ε, whose boxes are a curriculum's
+    surrogate and never certify anything, are computed to nearest in both domains.
     """
     box, anchor = as_interval(box), as_interval(anchor)
-    diff = self._round(box.lo - anchor.lo, box.hi - anchor.hi)
-    step = self._round(eps * diff.lo, eps * diff.hi)
-    return self._round(anchor.lo + step.lo, anchor.hi + step.hi)
+    lo = anchor.lo + eps * (box.lo - anchor.lo)
+    hi = anchor.hi + eps * (box.hi - anchor.hi)
+    if self.round_outward:
+      whole = jnp.asarray(eps) == 1
+      lo, hi = jnp.where(whole, box.lo, lo), jnp.where(whole, box.hi, hi)
+    return Interval(lo, hi)
 
   # -- attention ----------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.data import from_nested
+from arc_jax.domain import lstm_update_by_rules
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 TOL = 1e-12
@@ -99,6 +100,9 @@ class PointDomain:
 
   def softmax_weighted_sum(self, scores, values, mask):
     return iv.softmax_weighted_sum(scores, values, mask)  # on arrays: the concrete pooling
+
+  def lstm_update(self, gates_in, recurrent, c):
+    return lstm_update_by_rules(self, gates_in, recurrent, c)
 
 
 POINT = PointDomain()

@@ -89,7 +89,7 @@ def ulps_apart(a, b):
 @pytest.mark.parametrize("scale", [1.0, 10.0, 1000.0])
 def test_point_linear_contains_every_evaluation_and_is_narrow(dtype, scale):
   """A point box contains the concrete product of any shape (XLA may round differently per
-  shape) and the exact one, and is at most ~4γ_n·|x|·|W| wide."""
+  shape) and the exact one, and is at most ~(4γ_n + 8u)·|x|·|W| wide."""
   rng = np.random.default_rng(0)
   n = 300
   x = (rng.normal(size=(64, n)) * scale).astype(dtype)
@@ -103,7 +103,8 @@ def test_point_linear_contains_every_evaluation_and_is_narrow(dtype, scale):
     c = np.asarray(concrete)
     assert np.all(np.asarray(box.lo)[:len(c)] <= c) and np.all(c <= np.asarray(box.hi)[:len(c)])
   assert np.all(np.asarray(box.lo) <= exact) and np.all(exact <= np.asarray(box.hi))
-  bound = 4 * iv.dot_error(n + 1, dtype) * (np.abs(x) @ np.abs(w) + np.abs(b)) * 1.01
+  u = np.finfo(dtype).eps / 2
+  bound = (4 * iv.dot_error(n + 1, dtype) + 8 * u) * (np.abs(x) @ np.abs(w) + np.abs(b)) * 1.01
   assert np.all(np.asarray(box.hi) - np.asarray(box.lo) <= bound + 8 * np.finfo(dtype).tiny)
 
 
@@ -238,3 +239,44 @@ def test_mul_nonneg_encloses_samples_and_the_four_corner_box(seed, scale):
 def test_mul_nonneg_of_arrays_is_the_product():
   x, y = jnp.asarray([0.0, 0.5, 1.0]), jnp.asarray([-2.0, 3.0, -0.25])
   np.testing.assert_array_equal(iv.mul_nonneg(x, y), x * y)
+
+
+def _cell_exact(gates, c):
+  """The LSTM update in long double (≈ real arithmetic): gates (..., 4H), c (..., H)."""
+  i, f, o, g = np.split(gates.astype(np.longdouble), 4, -1)
+  sig = lambda v: 1 / (1 + np.exp(-v))
+  c_new = sig(f) * c.astype(np.longdouble) + sig(i) * np.tanh(g)
+  return sig(o) * np.tanh(c_new), c_new
+
+
+@settings(max_examples=25, deadline=None)
+@given(seeds, st.sampled_from([np.float32, np.float64]), st.sampled_from([0.3, 3.0, 30.0, 1e3]))
+def test_fused_lstm_update_encloses_float_and_exact_cells(seed, dtype, scale):
+  """The sound domain's fused LSTM update (one absolute widening per quantity) encloses, without
+  tolerance, the float cell of every sampled point (corners included) of the gate and state
+  boxes, in the model's dtype, and the exact cell; saturated gates and wide states included."""
+  rng = np.random.default_rng(seed)
+  cast = lambda box: iv.Interval(jnp.asarray(box.lo, dtype), jnp.asarray(box.hi, dtype))
+  gates_in, recurrent = (cast(random_box(rng, (2, 8), scale)) for _ in range(2))
+  c = cast(random_box(rng, (2, 2), min(scale, 30.0)))
+  h_box, c_box = iv.SOUND.lstm_update(gates_in, recurrent, c)
+  for _ in range(4):
+    g, r, cs = (np.clip(samples_in(rng, b, n=16).astype(dtype), b.lo, b.hi)
+                for b in (gates_in, recurrent, c))
+    h_float, c_float = iv.UNROUNDED.lstm_update(jnp.asarray(g), jnp.asarray(r), jnp.asarray(cs))
+    h_exact, c_exact = _cell_exact(g.astype(np.longdouble) + r, cs)
+    for box, values in ((h_box, h_float), (c_box, c_float), (h_box, h_exact), (c_box, c_exact)):
+      assert_encloses(box, np.asarray(values), tol=0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_lstm_update_of_a_point_is_narrow(dtype):
+  """A point's box is a few tens of ulps of 1 wide (the widenings are absolute)."""
+  rng = np.random.default_rng(1)
+  gates, c = (jnp.asarray(rng.normal(size=s) * 3, dtype) for s in ((64, 16), (64, 4)))
+  zero = jnp.zeros_like(gates)
+  for box, concrete in zip(iv.SOUND.lstm_update(iv.point(gates), iv.point(zero), iv.point(c)),
+                           iv.UNROUNDED.lstm_update(gates, zero, c)):
+    assert np.all(box.lo <= concrete) and np.all(concrete <= box.hi)
+    assert np.max(np.asarray(box.hi - box.lo)) <= 100 * np.finfo(dtype).eps * (
+        1 + np.max(np.abs(np.asarray(c))))

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.domain import Domain, split
+from arc_jax.domain import Domain
 
 Value = iv.Value
 
@@ -92,20 +92,12 @@ class LSTMCell(nnx.Module):
            domain: Domain = iv.SOUND) -> tuple[Value, Value]:
     """One step from ``(h, c)`` (each (..., hidden)) given the input's gate pre-activations.
 
-    ``recurrent`` is :meth:`recurrent` of ``h`` when the caller has it already. The gates i, f, o
-    are sigmoids, hence non-negative, so their products use the domain's ``mul_nonneg``. The
-    gate blocks are one ``split`` (its transpose in the backward pass is one concatenation,
-    where four slices transpose to four pads and their sum).
+    ``recurrent`` is :meth:`recurrent` of ``h`` when the caller has it already; the rest of the
+    cell is the domain's :meth:`~arc_jax.domain.Domain.lstm_update`.
     """
-    d = domain
     h, c = carry
-    pre = d.add(gates_in, self.recurrent(h, d) if recurrent is None else recurrent)
-    i, f, o, g = split(pre, 4)
-    i, f, o = (d.monotone(jax.nn.sigmoid, v) for v in (i, f, o))
-    g = d.monotone(jnp.tanh, g)
-    c_new = d.add(d.mul_nonneg(f, c), d.mul_nonneg(i, g))
-    h_new = d.mul_nonneg(o, d.monotone(jnp.tanh, c_new))
-    return h_new, c_new
+    recurrent = self.recurrent(h, domain) if recurrent is None else recurrent
+    return domain.lstm_update(gates_in, recurrent, c)
 
   def __call__(self, carry, x, domain: Domain = iv.SOUND):
     return self.step(carry, self.input_gates(x, domain), domain=domain)
