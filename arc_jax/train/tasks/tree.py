@@ -8,7 +8,7 @@
   ARC robust = cross-entropy on every labelled node's worst-case logits (the DP bounds each
   node's logits over every tree its subtree becomes); ``(1 − λ)·clean + λ·robust``.
 * Metrics per example are the root's: correct = root prediction equals the root label,
-  certified = root certified (:class:`~arc_jax.certify.tree_dp.TreeCertificate`).
+  certified = root certified (:class:`~arc_jax.certify.Certificate` with a node axis).
 * EX enumerates S(t) exactly (:meth:`~arc_jax.perturbation.trees.TreeSpace.enumerate`); HF and
   HotFlip adversarial training search S(t) with :mod:`arc_jax.attacks.tree_hotflip`; data
   augmentation draws uniformly over application choices
