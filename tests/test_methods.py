@@ -39,7 +39,7 @@ def certified_hinge(experiment, robust_weight, eps):
 
 
 if "certified_hinge_test" not in METHODS:
-  register_method("certified_hinge_test", Method(certified=True, objective=certified_hinge))
+  register_method("certified_hinge_test", Method(certified_hinge, curriculum=True))
 
 
 def test_a_method_defined_outside_the_library_trains_from_a_config(tmp_path, monkeypatch):

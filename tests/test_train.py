@@ -22,14 +22,14 @@ from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
-from arc_jax.train import (METHODS, TASKS, ConfigError, Method, RunDirectory, RunExistsError,
-                           data_mesh, default_config, epoch_ramp, init_state, make_optimizer,
-                           make_train_step, max_of_means_loss, register_method, validate,
-                           worst_case_loss, zero_totals)
+from arc_jax.train import (FAMILIES, METHODS, ConfigError, Method, RunDirectory, RunExistsError,
+                           arc_objective, clean_objective, data_mesh, default_config, epoch_ramp,
+                           init_state, make_optimizer, make_train_step, max_of_means_loss,
+                           register_method, validate, worst_case_loss, zero_totals)
 from arc_jax.train.config import RUN_CONTROL_FIELDS, run_name
 from arc_jax.train.progress import RunClock
 from arc_jax.train.losses import node_cross_entropy
-from arc_jax.train.tasks import IndexedTrees
+from arc_jax.train.families import IndexedTrees
 
 WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
 VOCAB = {w: i for i, w in enumerate(WORDS)}
@@ -172,7 +172,7 @@ TREES = ("(4 (2 the) (4 (4 good) (2 movie)))", "(0 (2 a) (0 (0 bad) (2 film)))",
 
 def tiny_setup(model_kind="lstm"):
   """A small model, space, batch, and the clean and ARC steps (λ, ε: 0 at step 0, then 0.5, 1)
-  of the task ``model_kind``: four sentences, or the same as trees with labels on every node."""
+  of the model family ``model_kind``: four sentences, or the same as trees with labels on every node."""
   rng = np.random.default_rng(0)
   embeddings = rng.normal(size=(len(WORDS), 4)).astype(np.float32)
   space = parse_space("[(Del,1),(Sub,1)]", synonyms=SYNONYMS)
@@ -187,13 +187,13 @@ def tiny_setup(model_kind="lstm"):
     space = tree_space(space)
     batch = IndexedTrees(TreeBatchBuilder(VOCAB, space).build([parse_tree(t) for t in TREES]),
                          np.arange(4))
-  task = TASKS[model_kind]
+  family = FAMILIES[model_kind]
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
   tx = make_optimizer(3e-2, 0.0, 1.0)
-  objective = task.arc_objective(space.signature, epoch_ramp(0.0, 0.5, 2, 1),
-                                 epoch_ramp(0.0, 1.0, 2, 1), "worst_case")
+  objective = arc_objective(family, space.signature, epoch_ramp(0.0, 0.5, 2, 1),
+                            epoch_ramp(0.0, 1.0, 2, 1), "worst_case")
   mesh = data_mesh(jax.devices()[:1])
-  steps = (make_train_step(graphdef, tx, task.clean_objective, mesh),
+  steps = (make_train_step(graphdef, tx, clean_objective(family), mesh),
            make_train_step(graphdef, tx, objective, mesh))
   fresh = lambda: init_state(jax.tree.map(jnp.copy, params), tx, 0)  # steps donate the state
   return fresh, rest, batch, steps
@@ -340,10 +340,10 @@ def test_train_script_reports_a_bad_setting_with_status_2_and_writes_nothing(tmp
 
 def test_method_registry_is_the_extension_point():
   assert {"normal", "augment", "hotflip", "arc"} <= set(METHODS)
-  assert METHODS["arc"].certified and not METHODS["augment"].certified
-  assert not METHODS["hotflip"].certified and METHODS["hotflip"].batch_transform is not None
+  assert METHODS["arc"].curriculum and not METHODS["augment"].curriculum
+  assert not METHODS["hotflip"].curriculum and METHODS["hotflip"].batch_transform is not None
   with pytest.raises(ValueError, match="already registered"):
-    register_method("arc", Method(certified=True))
+    register_method("arc", Method(curriculum=True))
 
 
 # -- run directory -----------------------------------------------------------------------------

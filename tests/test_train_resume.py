@@ -44,8 +44,7 @@ def crashing_augmentation(experiment):
 
 
 if "augment_crash_test" not in METHODS:
-  register_method("augment_crash_test", Method(certified=False,
-                                               batch_transform=crashing_augmentation))
+  register_method("augment_crash_test", Method(batch_transform=crashing_augmentation))
 
 
 def sentences(rng, n):
@@ -175,8 +174,7 @@ def signalling_augmentation(experiment):
 
 
 if "augment_signal_test" not in METHODS:
-  register_method("augment_signal_test", Method(certified=False,
-                                                batch_transform=signalling_augmentation))
+  register_method("augment_signal_test", Method(batch_transform=signalling_augmentation))
 
 
 @pytest.mark.filterwarnings("ignore:Sharding info not provided")  # raw restores in final_state
