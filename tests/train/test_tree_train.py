@@ -121,7 +121,7 @@ def test_hotflip_transform_appends_a_member_of_each_tree_with_node_labels():
 def test_hotflip_tree_run_from_the_command_line(tmp_path):
   """experiments/train.py with the tree HotFlip row, cut to one step of 20 trees."""
   run = tmp_path / "run"
-  experiments = Path(__file__).resolve().parents[1] / "experiments"
+  experiments = Path(__file__).resolve().parents[2] / "experiments"
   done = subprocess.run(
       [sys.executable, str(experiments / "train.py"),
        f"--config={experiments / 'configs' / 'tree.py'}:hotflip,del2sub2", f"--workdir={run}",
