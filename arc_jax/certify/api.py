@@ -14,7 +14,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.certify.attention_dp import attention_features
+from arc_jax.certify.attention_dp import POOLED_FEATURES
 from arc_jax.certify.certificate import Certificate
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.certify.tree_dp import certify_tree_model
@@ -74,7 +74,7 @@ def certify_sequence_model(model: LSTMClassifier, space: Space | Signature, plan
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
-  features = attention_features if model.pooling == "attention" else certified_features
+  features = POOLED_FEATURES.get(model.pooling, certified_features)
   box, clean = features(model, space.signature, plan, eps, domain)
   return certificate_from_features(model, box, clean, labels, dropout_key, domain)
 
