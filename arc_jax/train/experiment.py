@@ -86,8 +86,9 @@ class Experiment:
     return self.family.put(batch, self.mesh)
 
   def doubled(self, batch, partners: Callable[[list, np.ndarray], Sequence]):
-    """A training batch of B rows as 2B rows (without DP plans): its examples x, then
-    ``partners(xs, labels)`` (one example per x, in order, with the label of its x)."""
+    """A training batch of B rows as 2B rows, lowered as for a clean step (``certify=False``): its
+    examples x, then ``partners(xs, labels)`` (one example per x, in order, with the label of its
+    x)."""
     examples, labels = self.examples("train")
     indices = batch.indices[batch.indices >= 0]
     rows = [examples[i] for i in indices]
