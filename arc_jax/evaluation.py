@@ -16,7 +16,7 @@ policy are kept and classified as the empty input (their S(x) is {x}); the resul
 The model is rebuilt from the run's ``config.json``: parameters from a checkpoint (or from an
 exported model, :mod:`arc_jax.train.export`), the frozen
 embeddings from the data files (so the space, and the synonym lexicon, may differ from
-training). The run's task (:mod:`arc_jax.train.tasks`) supplies the batches, the evaluation
+training). The run's model family (:mod:`arc_jax.train.families`) supplies the batches, the evaluation
 functions, the enumeration and the HotFlip search: for Tree-LSTMs an example is a tree and every
 metric is the root's (the root's prediction, certificate, and every tree of S(t), or of the
 HotFlip search, at the root).

@@ -28,6 +28,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax.data import num_batches
+from arc_jax.train.objectives import certify_rows, classify_rows
 from arc_jax.train.progress import eval_bar
 from arc_jax.train.steps import RowsFn, evaluate_split, make_eval_step
 from arc_jax.verify import NOT_ROBUST, UNKNOWN, verify
@@ -41,7 +42,7 @@ class Context:
   """What every metric sees: the run, the split and the evaluation's options.
 
   Attributes:
-    experiment: the run's data, model and task (:func:`arc_jax.train.build_experiment`).
+    experiment: the run's data, model and model family (:func:`arc_jax.train.build_experiment`).
     params: the restored parameters.
     split: ``"train"``, ``"validation"`` or ``"test"``.
     flags: bool (n,) per-example outcomes of the metrics computed so far, by name (filled in by
@@ -92,24 +93,24 @@ def _row_flags(context: Context, rows_fn: RowsFn, certify: bool,
                name: str) -> dict[str, np.ndarray]:
   """The jitted ``rows_fn`` over the split in eval batches: bool (n,) per key of its output."""
   experiment, split = context.experiment, context.split
-  task, mesh, size = experiment.task, experiment.mesh, experiment.config.eval_batch_size
+  size = experiment.config.eval_batch_size
   n = len(experiment.splits[split])
-  batches = task.batches(experiment, split, size, certify=certify)
-  return evaluate_split(make_eval_step(experiment.graphdef, rows_fn, mesh), context.params,
-                        experiment.rest, batches, n, lambda batch: task.put(batch, mesh),
+  batches = experiment.batches(split, size, certify=certify)
+  return evaluate_split(make_eval_step(experiment.graphdef, rows_fn, experiment.mesh),
+                        context.params, experiment.rest, batches, n, experiment.put,
                         bar=eval_bar(num_batches(n, size), f"{name} {split}", context.progress))
 
 
 def accuracy(context: Context) -> Outcome:
   """``acc``: the clean prediction (concrete forward pass) equals the label."""
-  return Outcome(_row_flags(context, context.experiment.task.classify_rows, False,
+  return Outcome(_row_flags(context, classify_rows(context.experiment.family), False,
                             "acc")["correct"])
 
 
 def certified(context: Context) -> Outcome:
   """``cf``: certified by the ARC DP: no string of S(x) changes the prediction away from y."""
   experiment = context.experiment
-  rows_fn = experiment.task.certify_rows(experiment.space.signature)
+  rows_fn = certify_rows(experiment.family, experiment.space.signature)
   return Outcome(_row_flags(context, rows_fn, True, "cf")["certified"])
 
 
@@ -118,10 +119,11 @@ def exhaustive(context: Context) -> Outcome:
   certified examples (``cf``) count without enumeration unless ``shortcut=False``, which
   enumerates them too and lists every certified example with a misclassified member."""
   experiment = context.experiment
-  ex = experiment.task.exhaustive(experiment, context.params, context.split,
-                                  context.flags["cf"], shortcut=context.shortcut,
-                                  batch_size=context.exhaustive_batch_size,
-                                  progress=context.progress)
+  ex = experiment.family.enumerate(experiment.placed(context.params), experiment.space,
+                                   experiment.builder, *experiment.examples(context.split),
+                                   context.flags["cf"], shortcut=context.shortcut,
+                                   batch_size=context.exhaustive_batch_size,
+                                   progress=context.progress)
   summary = ex.summary()
   return Outcome(ex.robust, {"shortcut": context.shortcut,
                              "enumerated": summary["num_enumerated"],
@@ -133,9 +135,10 @@ def hotflip(context: Context) -> Outcome:
   """``hf``: x and the ``beam`` strings of a HotFlip beam search in S(x) are all classified y
   (:func:`arc_jax.attacks.hotflip_robustness`); ``eval_batch_size`` examples search together."""
   experiment = context.experiment
-  hf = experiment.task.hotflip(experiment, context.params, context.split, beam=context.beam,
-                               batch_size=experiment.config.eval_batch_size,
-                               progress=context.progress)
+  hf = experiment.family.hotflip(experiment.placed(context.params), experiment.space,
+                                 experiment.builder, *experiment.examples(context.split),
+                                 beam=context.beam, batch_size=experiment.config.eval_batch_size,
+                                 progress=context.progress)
   return Outcome(hf.robust, {
       "beam": context.beam,
       "counterexamples_found": sum(c is not None for c in hf.counterexamples),
@@ -207,14 +210,16 @@ def _space_size(sizes: Sequence[int]) -> dict[str, Any]:
 def space_size(context: Context) -> dict[str, Any]:
   """``space_size``: :func:`_space_size` of the split's |S(x)| (``Space.count`` /
   ``TreeSpace.count``)."""
-  return _space_size(context.experiment.task.space_sizes(context.experiment, context.split))
+  experiment = context.experiment
+  examples, _ = experiment.examples(context.split)
+  return _space_size([experiment.space.count(x) for x in examples])
 
 
 def empty_examples(context: Context) -> dict[str, Any]:
   """``empty_examples``: the sentences left empty by the out-of-vocabulary policy (classified
   as the empty input, S(x) = {x}), and the policy."""
   experiment = context.experiment
-  return experiment.task.empty_examples(experiment.splits[context.split])
+  return experiment.family.empty_examples(experiment.examples(context.split)[0])
 
 
 SUMMARIES: dict[str, Callable[[Context], Any]] = {

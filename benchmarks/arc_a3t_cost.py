@@ -54,8 +54,8 @@ def measure(row: str, space: str, batches: int) -> dict:
   step_fn = make_train_step(experiment.graphdef, tx, method.objective(experiment, weight, eps),
                             experiment.mesh)
   transform = method.batch_transform(experiment) if method.batch_transform else None
-  source = list(experiment.task.batches(experiment, "train", config.batch_size,
-                                        certify=transform is None, shuffle=True))[:batches]
+  source = list(experiment.batches("train", config.batch_size, certify=transform is None,
+                                   shuffle=True))[:batches]
   replicated = parallel.replicated(experiment.mesh)
   state = parallel.put(init_state(experiment.params, tx, 0), replicated)
   totals = parallel.put(zero_totals(), replicated)
@@ -67,8 +67,7 @@ def measure(row: str, space: str, batches: int) -> dict:
       if transform is not None:
         batch = transform(batch, i, state.params)
       toc = time.perf_counter()
-      state, totals = step_fn(state, experiment.rest, experiment.task.put(batch, experiment.mesh),
-                              totals)
+      state, totals = step_fn(state, experiment.rest, experiment.put(batch), totals)
       jax.block_until_ready(state)
       transform_s += toc - tic
       step_s += time.perf_counter() - toc

@@ -61,15 +61,21 @@ def width(batch) -> int:
 def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   config = load_config(model, row)
   exp = build_experiment(config)
-  task = exp.task
   lam = float(config.lambda_max)
-  objective = task.arc_objective(exp.space.signature, optax.constant_schedule(lam),
-                                 optax.constant_schedule(1.0), config.robust_loss)
+  schedules = optax.constant_schedule(lam), optax.constant_schedule(1.0)
+  order = dict(certify=True, shuffle=True, seed=config.seed, epoch=0)
+  if hasattr(exp, "family"):  # model families (arc_jax.train.families) and objectives
+    from arc_jax.train.objectives import arc_objective  # pylint: disable=import-outside-toplevel
+    objective = arc_objective(exp.family, exp.space.signature, *schedules, config.robust_loss)
+    epoch, put = list(exp.batches("train", config.batch_size, **order)), exp.put
+  else:  # a baseline revision before them: a Task class per family
+    task = exp.task
+    objective = task.arc_objective(exp.space.signature, *schedules, config.robust_loss)
+    epoch = list(task.batches(exp, "train", config.batch_size, **order))
+    put = lambda b: task.put(b, exp.mesh)
   tx = steps.config_optimizer(config)
   train_step = steps.make_train_step(exp.graphdef, tx, objective, exp.mesh)
-  epoch = list(task.batches(exp, "train", config.batch_size, certify=True, shuffle=True,
-                            seed=config.seed, epoch=0))
-  batches = [task.put(b, exp.mesh) for b in epoch[:num_batches]]
+  batches = [put(b) for b in epoch[:num_batches]]
 
   @jax.jit
   def loss_at_init(params, rest, batch):

@@ -26,7 +26,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from arc_jax.certify.tree_dp import certify_tree_jit
+from arc_jax.certify import certify_jit
 from arc_jax.data import prepare_tree_data
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import data_space
@@ -57,7 +57,7 @@ def certify_lines(specs, batch_size: int, hidden: int, width: int, max_nodes: in
     passes = []
     for _ in range(2):
       start = time.perf_counter()
-      certified = [certify_tree_jit(graphdef, space.signature, state, b, b.labels).certified
+      certified = [certify_jit(graphdef, space.signature, state, b, b.labels).certified
                    for b in batches]
       jax.block_until_ready(certified)
       passes.append(time.perf_counter() - start)

@@ -20,7 +20,7 @@ import numpy as np
 
 from arc_jax.certify.tree_dp import JOINS
 from arc_jax.train import Checkpoints, RunDirectory, build_experiment, evaluate_split, make_eval_step
-from arc_jax.train.tasks import tree
+from arc_jax.train.objectives import certify_rows
 
 
 def main(argv=None) -> int:
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     params, meta = checkpoints.restore_best(experiment.params)
   finally:
     checkpoints.close()
-  task, mesh = experiment.task, experiment.mesh
+  mesh = experiment.mesh
   signature = experiment.space.signature
   certified, line = {}, {"benchmark": "tree_join_variants", "run": str(run.path),
                          "step": meta["step"], "split": args.split, "space": config.space,
@@ -46,10 +46,11 @@ def main(argv=None) -> int:
   for join in JOINS:
     tic = time.perf_counter()
     flags = evaluate_split(
-        make_eval_step(experiment.graphdef, tree.certify_rows(signature, join), mesh), params,
-        experiment.rest, task.batches(experiment, args.split, config.eval_batch_size,
-                                      certify=True),
-        line["trees"], lambda batch: task.put(batch, mesh))
+        make_eval_step(experiment.graphdef,
+                       certify_rows(experiment.family, signature, join=join), mesh),
+        params, experiment.rest,
+        experiment.batches(args.split, config.eval_batch_size, certify=True),
+        line["trees"], experiment.put)
     certified[join] = flags["certified"]
     line[join] = {"certified": int(flags["certified"].sum()),
                   "cf_acc": round(float(flags["certified"].mean()), 6),

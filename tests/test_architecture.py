@@ -6,7 +6,7 @@ inside functions, which run later but still close a circle. Left out: imports un
 ``if TYPE_CHECKING:`` (never run), a module's edges to its own ancestor packages (Python runs them
 first anyway), and a package ``__init__``'s edges to its own submodules (re-exports). A name that
 a package re-exports (``from arc_jax.data import Tree``) resolves to the module that defines it,
-and a name the ``__init__`` defines itself (``TASKS``) depends on everything that ``__init__``
+and a name the ``__init__`` defines itself (``FAMILIES``) depends on everything that ``__init__``
 imports, so re-exports hide no dependency.
 """
 
@@ -24,7 +24,7 @@ LAYERS = (
     {"nn"},  # the models, concrete and abstract
     {"certify", "attacks"},  # certification DPs; enumeration, HotFlip, sampling
     {"verify"},  # complete verification by branch and bound
-    {"train"},  # methods, tasks, the loop, checkpoints
+    {"train"},  # methods, model families, objectives, the loop, checkpoints
     {"metrics", "evaluation", "configs"},  # metrics by name; evaluating runs; shipped configs
     {"cli"},
 )

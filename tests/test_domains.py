@@ -19,7 +19,7 @@ from flax import nnx
 import arc_jax
 from arc_jax import interval as iv
 from arc_jax.certify import certify_jit
-from arc_jax.certify.tree_dp import JOINS, certify_tree_jit
+from arc_jax.certify.tree_dp import JOINS
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import PlanBuilder, parse_space
@@ -153,8 +153,8 @@ def test_point_domain_tree_dp_is_the_forward_pass(join):
   trees = [from_nested(("a", ("good", "movie")), 1), from_nested((("the", "film"), ("is", "x")), 2),
            from_nested("x", 0)]
   batch = TreeBatchBuilder(VOCAB, space).build(trees, batch_size=4)
-  cert = certify_tree_jit(graphdef, space.signature, state, batch, batch.labels, join=join,
-                          domain=POINT)
+  cert = certify_jit(graphdef, space.signature, state, batch, batch.labels, join=join,
+                     domain=POINT)
   logits = np.asarray(predict_tree(graphdef, state, batch))
   for b, tree in enumerate(trees):
     nodes = slice(0, tree.num_nodes)

@@ -1,5 +1,5 @@
 """A user module that registers a transformation when imported, as ``config.plugins`` names one
-(tests/test_plugins.py)."""
+(tests/perturbation/test_plugins.py)."""
 
 from arc_jax import custom, register_transformation
 

@@ -23,7 +23,7 @@ member rule, :class:`~arc_jax.attacks.hotflip.BeamSearch`) with the picks and sc
   (:meth:`~arc_jax.nn.tree_models.TreeLSTMClassifier.node_buffer`).
 
 Batching: the beams of ``batch_size`` trees (sorted by size) advance together; each round makes
-one jitted call on their unexpanded members (``batch_size · beam`` trees lowered by the task's
+one jitted call on their unexpanded members (``batch_size · beam`` trees lowered by the family's
 :class:`~arc_jax.perturbation.trees.TreeBatchBuilder`: one node count, so it compiles once per
 rewrite kind and number of schedule steps) that returns the gains of every rewrite of that kind
 at every leaf; the host gathers the picks' gains.

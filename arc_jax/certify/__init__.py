@@ -1,4 +1,5 @@
 """Certification: the memoizing DPs and the certify_fn entry points."""
 
-from arc_jax.certify.api import (Certificate, certification_order, certify, certify_jit,
-                                 certify_model, certify_trees, make_certify_fn)
+from arc_jax.certify.api import (certification_order, certify, certify_jit, certify_model,
+                                 make_certify_fn)
+from arc_jax.certify.certificate import Certificate

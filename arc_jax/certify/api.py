@@ -1,8 +1,9 @@
-"""Certification entry points: the pure ``certify_fn`` and the convenience :func:`certify`."""
+"""Certification entry points, one for every model family (they dispatch on the model's type):
+:func:`certify_model` (a lowered batch), its jitted :data:`certify_jit` and pure
+:func:`make_certify_fn`, and the convenience :func:`certify` (raw examples)."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Callable, Mapping, Sequence
 
@@ -13,9 +14,10 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.certify.attention_dp import attention_features
+from arc_jax.certify.attention_dp import POOLED_FEATURES
+from arc_jax.certify.certificate import Certificate
 from arc_jax.certify.lstm_dp import certified_features
-from arc_jax.certify.tree_dp import certify_tree_jit
+from arc_jax.certify.tree_dp import certify_tree_model
 from arc_jax.data.trees import Tree
 from arc_jax.domain import Domain
 from arc_jax.nn.models import LSTMClassifier
@@ -25,35 +27,38 @@ from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpace, tree_space
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class Certificate:
-  """What certification proves about a batch.
-
-  Attributes:
-    logits: Interval (B, K) containing the logits of every string of S(x).
-    clean_logits: (B, K) logits of x itself.
-    margins: (B, K) lower bounds of z_y − z_j over S(x) (0 at j = y); computed through the last
-      layer directly, which is tighter than subtracting the logit bounds.
-    certified: (B,) bool, every margin with j ≠ y is positive: no string of S(x) changes the
-      prediction away from the label y.
-  """
-
-  logits: iv.Interval
-  clean_logits: jax.Array
-  margins: jax.Array
-  certified: jax.Array
-
-  @property
-  def worst_case_logits(self) -> jax.Array:
-    """Logits −margins (B, K): cross-entropy on them bounds the loss of every member of S(x)."""
-    return -self.margins
-
-
-def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, labels: jax.Array,
+@functools.singledispatch
+def certify_model(model: nnx.Module, space, batch, labels: jax.Array,
                   eps: jax.Array | float = 1.0, dropout_key: jax.Array | None = None,
-                  domain: Domain = iv.SOUND) -> Certificate:
-  """Certifies a batch (see :class:`Certificate`); differentiable in the model parameters.
+                  domain: Domain = iv.SOUND, **options) -> Certificate:
+  """Certifies a batch with the DP of the model's family; differentiable in the model.
+
+  Dispatches on the model's type: (Bi-)LSTMs to :func:`certify_sequence_model`, Tree-LSTMs to
+  :func:`~arc_jax.certify.tree_dp.certify_tree_model` (its ``options``: ``budgets``, ``join``);
+  ``certify_model.register(ModelType, fn)`` adds a family.
+
+  Args:
+    model: the classifier.
+    space: the space (or its signature) the batch was lowered for.
+    batch: the lowered batch (a :class:`~arc_jax.perturbation.Plan` of sentences, a
+      :class:`~arc_jax.perturbation.trees.TreeBatch` of trees).
+    labels: int (B,), or (B, N) per node for Tree-LSTMs.
+    eps: hull scale in [0, 1] (1 = the full space; smaller values are the training curriculum).
+    dropout_key: applies the model's dropout (training); None for certification.
+    domain: the abstract domain (static): :data:`arc_jax.interval.SOUND` (default) for a
+      certificate that holds in floating point, :data:`arc_jax.interval.UNROUNDED` for the
+      cheaper surrogate bounds of training objectives.
+    **options: the family's own (static or traced) arguments.
+  """
+  raise TypeError(f"No certification DP is registered for {type(model).__name__}: "
+                  f"register one with certify_model.register({type(model).__name__}, fn).")
+
+
+def certify_sequence_model(model: LSTMClassifier, space: Space | Signature, plan: Plan,
+                           labels: jax.Array, eps: jax.Array | float = 1.0,
+                           dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND
+                           ) -> Certificate:
+  """Certifies a batch of sentences (a :class:`Certificate` without node axis).
 
   Args:
     model: the classifier.
@@ -69,9 +74,13 @@ def certify_model(model: LSTMClassifier, space: Space | Signature, plan: Plan, l
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
-  features = attention_features if model.pooling == "attention" else certified_features
+  features = POOLED_FEATURES.get(model.pooling, certified_features)
   box, clean = features(model, space.signature, plan, eps, domain)
   return certificate_from_features(model, box, clean, labels, dropout_key, domain)
+
+
+certify_model.register(LSTMClassifier, certify_sequence_model)
+certify_model.register(TreeLSTMClassifier, certify_tree_model)
 
 
 def certificate_from_features(model: LSTMClassifier, box: iv.Value, clean: jax.Array,
@@ -94,35 +103,41 @@ def certificate_from_features(model: LSTMClassifier, box: iv.Value, clean: jax.A
   return Certificate(logits, model.head_out(hidden_clean), margins, certified)
 
 
-def _certify_state(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None, *,
-                   domain=iv.SOUND):
+def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None, *,
+                   domain=iv.SOUND, **options):
   states = state if isinstance(state, tuple) else (state,)
-  return certify_model(nnx.merge(graphdef, *states), signature, plan, labels, eps, dropout_key,
-                       domain)
+  return certify_model(nnx.merge(graphdef, *states), signature, batch, labels, eps, dropout_key,
+                       domain, **options)
 
 
-certify_jit = jax.jit(_certify_state, static_argnums=(0, 1), static_argnames="domain")
-"""``certify_jit(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None, *,
-domain=interval.SOUND)``: the jitted certify_fn, cached across calls by (graphdef, space
-signature, domain, array shapes)."""
+STATIC_OPTIONS = ("join",)
+"""The family options of :func:`certify_model` that select code (the tree DP's ``join``); the
+others (the tree DP's ``budgets``) are traced."""
+
+certify_jit = jax.jit(_certify_state, static_argnums=(0, 1),
+                      static_argnames=("domain",) + STATIC_OPTIONS)
+"""``certify_jit(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None, *,
+domain=interval.SOUND, **options)``: the jitted :func:`certify_model`, cached across calls by
+(graphdef, space signature, domain, static options, array shapes)."""
 
 
-def make_certify_fn(graphdef: nnx.GraphDef, space: Space | Signature,
-                    domain: Domain = iv.SOUND) -> Callable[..., Certificate]:
-  """A pure ``certify_fn(state, plan, labels, eps=1.0, dropout_key=None) -> Certificate``.
+def make_certify_fn(graphdef: nnx.GraphDef, space, domain: Domain = iv.SOUND, **options
+                    ) -> Callable[..., Certificate]:
+  """A pure ``certify_fn(state, batch, labels, eps=1.0, dropout_key=None, **options) ->
+  Certificate`` of any model family (:func:`certify_model`).
 
   ``graphdef, state = nnx.split(model)`` once (or ``graphdef, params, rest =
   nnx.split(model, nnx.Param, ...)`` and pass ``state=(params, rest)`` to differentiate with
   respect to the parameters only). The returned function depends only on its arguments, so it can
   be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``. ``domain`` (static) is the abstract
-  domain of the DP (:func:`certify_model`).
+  domain of the DP; ``options`` the family's (e.g. ``join`` for Tree-LSTMs).
   """
-  return functools.partial(_certify_state, graphdef, space.signature, domain=domain)
+  return functools.partial(_certify_state, graphdef, space.signature, domain=domain, **options)
 
 
 MAX_GRID_SLOTS = 1024
-"""Default limit on a space's decomposition grid ∏(δ_k + 1) in :func:`certify` and
-:func:`certify_trees` (the DP holds a state box per slot; pass ``max_grid_slots`` to go beyond)."""
+"""Default limit on a space's decomposition grid ∏(δ_k + 1) in :func:`certify` (the DP holds a
+state box per slot; pass ``max_grid_slots`` to go beyond)."""
 
 
 def check_grid(sig: Signature | TreeSignature, space, batch_size: int, hidden: int, itemsize: int,
@@ -168,7 +183,8 @@ def _check_examples(examples: Sequence, labels, num_classes: int, what: str, fix
   return labels.astype(np.int32)
 
 
-def _in_input_order(parts, order: np.ndarray) -> dict[str, np.ndarray]:
+def _in_input_order(parts: Sequence[Certificate], order: np.ndarray) -> dict[str, np.ndarray]:
+  """Per-example certificates of batches in ``order`` → numpy arrays in the input order."""
   merged = jax.tree.map(lambda *a: np.concatenate(a), *parts)
   inverse = np.argsort(order)
   return {"certified": merged.certified[inverse], "margins": merged.margins[inverse],
@@ -187,10 +203,42 @@ def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]
   return np.asarray(sorted(range(len(sentences)), key=keys.__getitem__), np.int64)
 
 
-def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
-            labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
-            eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS) -> dict[str, np.ndarray]:
-  """Certifies raw token lists: the convenience entry point for users holding a model.
+@functools.singledispatch
+def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequence[int] | None,
+            vocab: Mapping[str, int], *, batch_size: int = 32, eps: float = 1.0,
+            max_grid_slots: int = MAX_GRID_SLOTS, **options) -> dict[str, np.ndarray]:
+  """Certifies raw examples in one call: the convenience entry point for users holding a model.
+
+  Dispatches on the model's type: sentences (token lists) for (Bi-)LSTMs
+  (:func:`certify_sentences`), trees (:class:`~arc_jax.data.Tree`) for Tree-LSTMs
+  (:func:`certify_trees`); ``certify.register(ModelType, fn)`` adds a family.
+
+  Args:
+    model: the classifier.
+    space: a string space (``parse_space``); restricted to ``vocab`` first.
+    examples: the examples of the model's family.
+    labels: int (n,), one per example (for trees, None: each tree's root label).
+    vocab: word → id.
+    batch_size, eps: rows per jitted batch; the hull scale (1: the full space).
+    max_grid_slots: the largest decomposition grid certified without asking (see
+      :data:`MAX_GRID_SLOTS`).
+    **options: the family's (``join`` for Tree-LSTMs).
+
+  Returns:
+    dict of numpy arrays in the input order (per example; a tree's are its root's):
+    ``certified`` (n,), ``margins`` (n, K), ``logits_lo``, ``logits_hi`` and ``clean_logits``
+    (n, K).
+  """
+  raise TypeError(f"No certification is registered for {type(model).__name__}: register one "
+                  f"with certify.register({type(model).__name__}, fn).")
+
+
+@certify.register
+def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
+                      labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
+                      eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS
+                      ) -> dict[str, np.ndarray]:
+  """:func:`certify` for (Bi-)LSTMs: raw token lists.
 
   The space is restricted to ``vocab`` first (``Space.restricted_to``): replacements with a word
   the model has no vector for are dropped. Sentences are grouped by length bucket and reachable
@@ -199,16 +247,14 @@ def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[st
   per length bucket, reachable grid, model structure and space signature).
 
   Raises:
-    ValueError: (one line, naming the fix) no sentences, a sentence given as a string, labels of
-      the wrong length or outside the model's classes, or a space whose decomposition grid
-      exceeds ``max_grid_slots``.
-
-  Returns:
-    dict of numpy arrays in the input order: ``certified`` (n,), ``margins`` (n, K),
-    ``logits_lo``, ``logits_hi`` and ``clean_logits`` (n, K).
+    ValueError: (one line, naming the fix) no sentences, a sentence given as a string, no labels,
+      labels of the wrong length or outside the model's classes, or a space whose decomposition
+      grid exceeds ``max_grid_slots``.
   """
   labels = _check_examples(sentences, labels, model.num_classes, "sentence",
                            "each a list of tokens, e.g. 'a good movie'.split()")
+  if labels is None:
+    raise ValueError("No labels given: pass one integer label per sentence.")
   check_grid(space.signature, space, batch_size, model.hidden, model.embeddings[...].itemsize,
              max_grid_slots)
   space = space.restricted_to(vocab)
@@ -222,15 +268,16 @@ def certify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[st
     y = np.zeros((batch_size,), np.int32)  # padding rows get label 0; their results are dropped
     y[:len(idx)] = labels[idx]
     cert = certify_jit(graphdef, reachable_signature(space, plan), state, plan, y, eps)
-    parts.append(jax.tree.map(lambda a: np.asarray(a)[:len(idx)], cert))
+    parts.append(jax.tree.map(lambda a, n=len(idx): np.asarray(a)[:n], cert))
   return _in_input_order(parts, order)
 
 
+@certify.register
 def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Sequence[Tree],
-                  vocab: Mapping[str, int], labels: Sequence[int] | None = None, *,
-                  batch_size: int = 32, eps: float = 1.0, join: str = "after_cell",
-                  max_grid_slots: int = MAX_GRID_SLOTS) -> dict[str, np.ndarray]:
-  """Certifies trees at their roots in one call: the Tree-LSTM counterpart of :func:`certify`.
+                  labels: Sequence[int] | None, vocab: Mapping[str, int], *,
+                  batch_size: int = 32, eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
+                  join: str = "after_cell") -> dict[str, np.ndarray]:
+  """:func:`certify` for Tree-LSTMs: trees, certified at their roots.
 
   Restricts the space to ``vocab`` and maps it to a tree space (:func:`tree_space`), lowers the
   trees with a :class:`TreeBatchBuilder` for that space in batches sorted by size, and reads the
@@ -241,14 +288,10 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
     space: a string space of deletions, substitutions and duplications (``parse_space``), or a
       tree space.
     trees: :class:`~arc_jax.data.Tree` (post-order; ``from_nested`` or the SST loaders).
+    labels: root labels (n,); None: each tree's own root label.
     vocab: word → id; every leaf word must be in it.
-    labels: root labels (n,); default each tree's own root label.
     batch_size, eps, join: as for :func:`~arc_jax.certify.tree_dp.certify_tree_model`.
     max_grid_slots: see :func:`certify`.
-
-  Returns:
-    dict of numpy arrays in the input order, for the roots: ``certified`` (n,), ``margins``,
-    ``logits_lo``, ``logits_hi`` and ``clean_logits`` (n, K).
   """
   num_classes = model.num_classes
   given = _check_examples(trees, labels, num_classes, "tree",
@@ -268,9 +311,6 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
     batch = builder.build([trees[i] for i in idx], batch_size)
     node_labels = np.full(batch.shape, -1, np.int32)
     node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
-    cert = certify_tree_jit(graphdef, tspace.signature, state, batch, node_labels, eps,
-                            join=join)
-    at_root = lambda x: jax.tree.map(lambda a: np.asarray(a)[:len(idx)], cert.at_root(x))
-    parts.append(Certificate(at_root(cert.logits), at_root(cert.clean_logits),
-                             at_root(cert.margins), np.asarray(cert.certified)[:len(idx)]))
+    cert = certify_jit(graphdef, tspace.signature, state, batch, node_labels, eps, join=join)
+    parts.append(jax.tree.map(lambda a, n=len(idx): np.asarray(a)[:n], cert.per_example()))
   return _in_input_order(parts, order)

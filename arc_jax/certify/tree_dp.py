@@ -1,4 +1,4 @@
-"""The ARC memoizing DP for Tree-LSTMs (paper appendix "Handling Tree-LSTMs") and its certify_fn.
+"""The ARC memoizing DP for Tree-LSTMs (paper appendix "Handling Tree-LSTMs").
 
 For a tree t and a tree space S (:mod:`arc_jax.perturbation.trees`), H[v, c] over-approximates
 the Tree-LSTM states (h, c) of every tree that the subtree t_v becomes under *exactly* c_k
@@ -42,7 +42,6 @@ from the filled buffer, so under ``jax.grad`` no step's (W, P, 5H) boxes are sto
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Callable, NamedTuple
 
@@ -53,6 +52,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax.certify.certificate import Certificate
 from arc_jax.domain import Domain
 from arc_jax.nn.tree_models import TreeLSTMClassifier, bottom_up, flat_children
 from arc_jax.perturbation.trees import DEL, DUP, SUB, TreeBatch, TreeSignature, TreeSpace
@@ -224,47 +224,15 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
   return jax.tree.map(unflat, h), unflat(valid)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class TreeCertificate:
-  """What certification proves about a batch of trees, for every node's subtree.
-
-  Attributes:
-    logits: Interval (B, N, K) containing the logits of node n for every tree its subtree becomes
-      under the space (the root's: every tree of S(t)).
-    clean_logits: (B, N, K) logits of the unperturbed trees.
-    margins: (B, N, K) lower bounds of z_y − z_j over the same trees, y the node's label (0 at
-      j = y, and everywhere at unlabelled and padding nodes).
-    certified: (B,) bool, every root margin with j ≠ y is positive (False for padding rows).
-    root: (B,) int32 index of each root node.
-  """
-
-  logits: iv.Interval
-  clean_logits: jax.Array
-  margins: jax.Array
-  certified: jax.Array
-  root: jax.Array
-
-  def at_root(self, x):
-    """Row ``root[b]`` of node-indexed ``x`` (B, N, ...) for every b: (B, ...); arrays or
-    boxes."""
-    return jax.tree.map(lambda a: a[jnp.arange(a.shape[0]), self.root], x)
-
-  @property
-  def root_logits(self) -> iv.Interval:
-    return self.at_root(self.logits)
-
-  @property
-  def worst_case_logits(self) -> jax.Array:
-    """Logits −margins (B, N, K): cross-entropy on them bounds the loss of every perturbed tree."""
-    return -self.margins
-
-
 def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignature,
                        batch: TreeBatch, labels: jax.Array, eps: jax.Array | float = 1.0,
-                       dropout_key: jax.Array | None = None, budgets: jax.Array | None = None,
-                       join: str = "after_cell", domain: Domain = iv.SOUND) -> TreeCertificate:
-  """Certifies a batch of trees (see :class:`TreeCertificate`); differentiable in the model.
+                       dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND, *,
+                       budgets: jax.Array | None = None, join: str = "after_cell"
+                       ) -> Certificate:
+  """Certifies a batch of trees, every node (a :class:`~arc_jax.certify.Certificate` with a node
+  axis: its ``certified`` is the root's); differentiable in the model.
+
+  :func:`arc_jax.certify.certify_model` dispatches Tree-LSTMs here.
 
   Args:
     model: the classifier.
@@ -321,30 +289,5 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
   certified = (jnp.all(jnp.where(at_root(others), at_root(margins) > 0, True), axis=1)
                & at_root(labelled) & (jnp.asarray(batch.num_nodes) > 0))
   clean = model.out(domain.representative(jax.tree.map(lambda a: a[:, :, 0], features)))
-  return TreeCertificate(logits, clean, margins, certified, root)
+  return Certificate(logits, clean, margins, certified, root)
 
-
-def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
-                   budgets=None, *, join="after_cell", domain=iv.SOUND):
-  states = state if isinstance(state, tuple) else (state,)
-  return certify_tree_model(nnx.merge(graphdef, *states), signature, batch, labels, eps,
-                            dropout_key, budgets, join, domain)
-
-
-certify_tree_jit = jax.jit(_certify_state, static_argnums=(0, 1),
-                           static_argnames=("join", "domain"))
-"""``certify_tree_jit(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None,
-budgets=None, *, join="after_cell", domain=interval.SOUND)``: jitted, cached by (graphdef, tree
-signature, join, domain, array shapes)."""
-
-
-def make_tree_certify_fn(graphdef: nnx.GraphDef, space: TreeSpace | TreeSignature,
-                         join: str = "after_cell", domain: Domain = iv.SOUND
-                         ) -> Callable[..., TreeCertificate]:
-  """A pure ``certify_tree_fn(state, batch, labels, eps=1.0, dropout_key=None, budgets=None)``.
-
-  As :func:`~arc_jax.certify.make_certify_fn`: ``graphdef, state = nnx.split(model)`` (or pass
-  ``state=(params, rest)`` from ``nnx.split(model, nnx.Param, ...)`` to differentiate with respect
-  to the parameters); the function can be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``.
-  """
-  return functools.partial(_certify_state, graphdef, space.signature, join=join, domain=domain)

@@ -33,7 +33,8 @@ leaves no tree and is not part of the space. S(t) is the set of distinct resulti
 structures with leaf words (node labels are not part of a perturbed tree). This is the set the
 paper's transition equations describe (merge: the children's budgets add up; Del: a deletable
 child of size d lets the node be its sibling's state at budget c − d·e_Del; Sub and Dup: leaf
-states at c = e_Sub and c = e_Dup), which ``tests/test_tree_perturbation.py`` checks at set level.
+states at c = e_Sub and c = e_Dup), which ``tests/perturbation/test_tree_perturbation.py`` checks
+at set level.
 
 Differences from the original implementation (docs/ORIGINAL.md §4, §8 item 7): its slots hold the
 plain leaf in every budget ("at most" semantics) and its Sub box includes the original word; here

@@ -2,9 +2,10 @@
 
 Entry point: :func:`train_and_evaluate` (``experiments/train.py`` is its command line). The
 pieces are usable on their own: :func:`make_train_step` with :func:`arc_objective` is one ARC
-training step for any model, space and optimiser. ``config.model`` picks the model family
-(:data:`TASKS`: LSTM / Bi-LSTM, or Tree-LSTM), whose :class:`Task` supplies batches, objectives
-and evaluation to the shared loop.
+training step for any model family, space and optimiser. ``config.model`` picks the model family
+(:data:`FAMILIES`: LSTM / Bi-LSTM, or Tree-LSTM), a :class:`ModelFamily` of pure functions
+(lower a batch, forward, certify, sample, attack, enumerate) over which the objectives and the
+shared loop are written once.
 """
 
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError, RunNotFoundError
@@ -18,6 +19,6 @@ from arc_jax.train.run import train_and_evaluate
 from arc_jax.train.schedules import epoch_ramp
 from arc_jax.train.steps import (OPTIMIZERS, RowMetrics, TrainState, evaluate_split, init_state,
                                  make_eval_step, make_optimizer, make_train_step, zero_totals)
-from arc_jax.train.tasks import TASKS, Task
-from arc_jax.train.tasks.sequence import (arc_objective, certify_rows, classify_rows,
-                                           clean_objective)
+from arc_jax.train.families import FAMILIES, ModelFamily, register_family
+from arc_jax.train.objectives import (arc_objective, certify_rows, classify_rows,
+                                      clean_objective)

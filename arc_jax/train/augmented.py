@@ -51,7 +51,7 @@ from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.spaces import Signature
 from arc_jax.perturbation.split import Member, member_from_picks, split_space
 from arc_jax.train import losses, steps
-from arc_jax.train.tasks.sequence import make_predict_fn
+from arc_jax.train.families.sequence import make_predict_fn
 
 if TYPE_CHECKING:
   from arc_jax.train.experiment import Experiment
@@ -105,7 +105,7 @@ def member_batches(experiment: Experiment):
   the DP plans of S_abs restricted to each member's free windows."""
   c = experiment.config
   split = split_space(experiment.space, c.abstracted)
-  builder = experiment.task.builder(experiment.data, split.abstract)
+  builder = experiment.family.make_builder(experiment.data, split.abstract)
   search = {"enumerate": _enumerated_members, "hotflip": _hotflip_members}[c.augment_search]
   slots = c.augment_members + 1
 

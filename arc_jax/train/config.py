@@ -22,7 +22,7 @@ from arc_jax.perturbation import parse_space
 from arc_jax.train.losses import ROBUST_LOSSES
 from arc_jax.train.methods import METHODS
 from arc_jax.train.steps import OPTIMIZERS
-from arc_jax.train.tasks import TASKS
+from arc_jax.train.families import FAMILIES
 
 SPACE_NAMES = {
     "del2sub2": "[(Del,2),(Sub,2)]",
@@ -107,11 +107,11 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = "arc_lstm_del2sub2"
   c.method = "arc"  # a key of arc_jax.train.METHODS
-  # The model family (a key of arc_jax.train.tasks.TASKS): "lstm" (LSTM / Bi-LSTM, datasets
+  # The model family (a key of arc_jax.train.families.FAMILIES): "lstm" (LSTM / Bi-LSTM, datasets
   # sst2, imdb) or "tree_lstm" (Tree-LSTM, dataset sst_trees).
   c.model = "lstm"
 
-  # Data (the task's prepare_data). Counts limit a split to its first examples.
+  # Data (the family's prepare_data). Counts limit a split to its first examples.
   c.dataset = "sst2"
   c.synonyms = "ppdb"  # ARC's SST-2 runs: PPDB with --use-fewer-sub (one candidate per word)
   c.max_candidates = 1  # 0: every candidate
@@ -259,25 +259,26 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
   if config.method not in METHODS:
     raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
                       f"{sorted(METHODS)}.")
-  if config.model not in TASKS:
-    raise ConfigError(f"config.model={config.model!r} is unknown; choose one of {sorted(TASKS)}.")
-  task = TASKS[config.model]
-  if config.dataset not in task.datasets:
-    owner = [t.name for t in TASKS.values() if config.dataset in t.datasets]
+  if config.model not in FAMILIES:
+    raise ConfigError(f"config.model={config.model!r} is unknown; choose one of "
+                      f"{sorted(FAMILIES)}.")
+  family = FAMILIES[config.model]
+  if config.dataset not in family.datasets:
+    owner = [f.name for f in FAMILIES.values() if config.dataset in f.datasets]
     raise ConfigError(f"config.dataset={config.dataset!r} is not a dataset of model "
-                      f"{config.model!r} (its datasets: {list(task.datasets)})"
+                      f"{config.model!r} (its datasets: {list(family.datasets)})"
                       + (f"; it is one of model {owner[0]!r}: set config.model={owner[0]!r}."
                          if owner else "."))
-  if config.method in task.unsupported_methods:
+  if config.method in family.unsupported_methods:
     raise ConfigError(f"config.method={config.method!r} is not available for model "
                       f"{config.model!r}; choose one of "
-                      f"{sorted(set(METHODS) - set(task.unsupported_methods))}.")
-  if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in task.robust_losses:
+                      f"{sorted(set(METHODS) - set(family.unsupported_methods))}.")
+  if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in family.robust_losses:
     raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
-                      f"{config.model!r}; choose one of {list(task.robust_losses)}.")
+                      f"{config.model!r}; choose one of {list(family.robust_losses)}.")
   try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
     space = parse_space(config.space, synonyms={})
-    task.check_space(space)
+    family.check_space(space)
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
   _check_space_size(space, config)
@@ -286,7 +287,7 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
       METHODS[config.method].check(config)
     except ValueError as error:
       raise ConfigError(f"config.method={config.method!r}: {error}") from None
-  if config.trainable_embeddings and not task.trainable_embeddings:
+  if config.trainable_embeddings and not family.trainable_embeddings:
     raise ConfigError(f"config.trainable_embeddings=True is not available for model "
                       f"{config.model!r}: its word vectors are frozen; set it to False.")
   if config.synonyms not in SYNONYM_FILES:

@@ -1,10 +1,12 @@
-"""What a config builds: its task, the data splits, the space, the DP lowering, the model and the
-mesh."""
+"""What a config builds: its model family, the data splits, the space, the DP lowering, the model
+and the mesh; and the family's functions applied to them (batches, placement, the model as the
+searches run it)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import ml_collections
@@ -13,12 +15,12 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from arc_jax import parallel
-from arc_jax.data import ExperimentData, TextSplit, Tree
+from arc_jax.data import ExperimentData, TextSplit, Tree, batch_order
 from arc_jax.data.paths import cache_dir
 from arc_jax.perturbation import PlanBuilder, Space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSpace
 from arc_jax.train.config import ConfigError
-from arc_jax.train.tasks import TASKS, Task
+from arc_jax.train.families import FAMILIES, ModelFamily, Placed
 
 SPLITS = {"train": "num_train", "validation": "num_dev", "test": "num_test"}
 """Split name → the config field that limits it to its first examples."""
@@ -30,7 +32,7 @@ class Experiment:
 
   Attributes:
     config: the config.
-    task: the model family of ``config.model`` (:mod:`arc_jax.train.tasks`).
+    family: the model family of ``config.model`` (:mod:`arc_jax.train.families`).
     data: the prepared data (vocabulary, embeddings, full splits).
     splits: split name → the split (sentences, or a list of trees) limited by ``num_train`` /
       ``num_dev`` / ``num_test``.
@@ -44,7 +46,7 @@ class Experiment:
   """
 
   config: ml_collections.ConfigDict
-  task: Task
+  family: ModelFamily
   data: ExperimentData
   splits: dict[str, TextSplit | list[Tree]]
   space: Space | TreeSpace
@@ -58,6 +60,45 @@ class Experiment:
     """Identifies the vocabulary and embeddings, which checkpoints do not store."""
     return {"vocab_size": len(self.data.vocab) + 1,
             "embeddings_sha1": hashlib.sha1(np.ascontiguousarray(self.data.embeddings)).hexdigest()}
+
+  def examples(self, split: str) -> tuple[list, np.ndarray]:
+    """The examples of ``split`` and their labels (n,)."""
+    return self.family.examples(self.splits[split])
+
+  def batches(self, split: str, batch_size: int, *, certify: bool, shuffle: bool = False,
+              seed: int = 0, epoch: int = 0, start: int = 0) -> Iterator[Any]:
+    """The batches of one epoch of ``split`` from batch number ``start`` on.
+
+    The order is a pure function of (seed, epoch) (:func:`arc_jax.data.batch_order` over the
+    family's example sizes, pooled by size when shuffled, sorted by size otherwise);
+    ``certify``: the batches carry what the DP needs.
+    """
+    examples, labels = self.examples(split)
+    order = batch_order([self.family.size(x) for x in examples], batch_size, seed=seed,
+                        epoch=epoch, shuffle=shuffle)
+    if not 0 <= start <= len(order):
+      raise ValueError(f"start={start} is outside the {len(order)} batches of this epoch.")
+    for indices in order[start:]:
+      yield self.family.lower(self.builder, examples, labels, indices, batch_size, certify)
+
+  def put(self, batch):
+    """A host batch as global arrays on the mesh, split along its rows."""
+    return self.family.put(batch, self.mesh)
+
+  def doubled(self, batch, partners: Callable[[list, np.ndarray], Sequence]):
+    """A training batch of B rows as 2B rows, lowered as for a clean step (``certify=False``): its
+    examples x, then ``partners(xs, labels)`` (one example per x, in order, with the label of its
+    x)."""
+    examples, labels = self.examples("train")
+    indices = batch.indices[batch.indices >= 0]
+    rows = [examples[i] for i in indices]
+    members = rows + list(partners(rows, labels[indices]))
+    return self.family.lower(self.builder, members, np.concatenate([labels[indices]] * 2),
+                             range(len(members)), 2 * len(batch.indices), False)
+
+  def placed(self, params: nnx.State) -> Placed:
+    """The model with ``params`` as the host-side searches run it."""
+    return Placed(self.graphdef, params, self.rest, self.mesh)
 
 
 def use_compilation_cache() -> None:
@@ -74,7 +115,7 @@ def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None
 
   Args:
     config: a training config (see :func:`arc_jax.train.default_config`); ``config.model``
-      picks the task.
+      picks the model family.
     mesh: the data mesh; default all devices (:func:`parallel.data_mesh`).
   """
   mesh = parallel.data_mesh() if mesh is None else mesh
@@ -83,14 +124,15 @@ def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None
     parallel.check_batch_size(config.eval_batch_size, mesh, "eval_batch_size")
   except ValueError as error:
     raise ConfigError(str(error)) from None
-  task = TASKS[config.model]
-  data = task.prepare_data(config)
+  family = FAMILIES[config.model]
+  data = family.prepare_data(config)
   splits = {name: data.splits[name][:config[field]] for name, field in SPLITS.items()}
   for name, split in splits.items():
     if not len(split):
       raise ConfigError(f"The {name} split is empty; raise config.{SPLITS[name]}.")
-  space = task.space(data, config.space)
-  graphdef, params, rest = nnx.split(task.model(config, data), nnx.Param, ...)
+  space = family.make_space(data, config.space)
+  graphdef, params, rest = nnx.split(family.make_model(config, data), nnx.Param, ...)
   replicated = parallel.replicated(mesh)
-  return Experiment(config, task, data, splits, space, task.builder(data, space), graphdef,
-                    parallel.put(params, replicated), parallel.put(rest, replicated), mesh)
+  return Experiment(config, family, data, splits, space, family.make_builder(data, space),
+                    graphdef, parallel.put(params, replicated), parallel.put(rest, replicated),
+                    mesh)

@@ -4,7 +4,7 @@ ARC's objective (paper Eq. 3 and the appendix "Details of Training"; docs/ALGORI
 ``(1 − λ)·clean + λ·robust``; ``robust`` is either the cross-entropy on per-example worst-case
 logits (the default: an upper bound on the loss of every string of S(x)) or the original's "max
 of two batch means" (binary only, for comparison).
-Tree-LSTMs use the same two terms per labelled node (:func:`node_cross_entropy`).
+Tree-LSTMs use the same two terms per labelled node (their targets are nodes).
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ def weighted_mean(values: jax.Array, weights: jax.Array) -> jax.Array:
 
 
 def cross_entropy(logits: jax.Array, labels: jax.Array, weights: jax.Array) -> jax.Array:
-  """Weighted mean softmax cross-entropy of logits (B, K) and int labels (B,)."""
-  chex.assert_rank(logits, 2)
-  chex.assert_shape([labels, weights], (logits.shape[0],))
-  return weighted_mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels), weights)
+  """Weighted mean softmax cross-entropy of logits (..., K) and int labels (...): every position
+  of the leading axes (a row (B,), or a node of a batch of trees (B, N)) is one term."""
+  chex.assert_rank(logits, {2, 3})
+  chex.assert_shape([labels, weights], logits.shape[:-1])
+  values = optax.softmax_cross_entropy_with_integer_labels(
+      logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+  return weighted_mean(values, weights.reshape(-1))
 
 
 def node_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
@@ -38,14 +41,11 @@ def node_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     labels: int (B, N), -1 at unlabelled nodes and padding (they do not count).
   """
   chex.assert_rank(logits, 3)
-  chex.assert_shape(labels, logits.shape[:2])
-  labels = labels.reshape(-1)
-  return cross_entropy(logits.reshape(-1, logits.shape[-1]), jnp.maximum(labels, 0),
-                       (labels >= 0).astype(logits.dtype))
+  return cross_entropy(logits, jnp.maximum(labels, 0), (labels >= 0).astype(logits.dtype))
 
 
 def worst_case_loss(cert: Certificate, labels: jax.Array, weights: jax.Array) -> jax.Array:
-  """Weighted mean cross-entropy on the worst-case logits −margins (B, K).
+  """Weighted mean cross-entropy on the worst-case logits −margins (B, K), or (B, N, K) per node.
 
   For every string x' of S(x), CE(z(x'), y) ≤ CE(−margins, y), because CE depends on the logits
   only through the differences z_j − z_y, each bounded above by −margins_j.

@@ -1,16 +1,16 @@
 """``train_and_evaluate(config, workdir)``: the training loop of every method, resumable.
 
-Per epoch: train on the shuffled, size-bucketed batches (a certified method's objective, ARC's
-by default, when λ > 0, else the concrete forward pass), evaluate dev accuracy and certified
-accuracy, keep the best epoch (by the method's selection metric: dev certified accuracy for
-certified methods, dev accuracy otherwise; ties go to the later epoch, as in the original), stop
-early if configured. At the end the best parameters are
-evaluated on the test split (accuracy and certified accuracy under ``config.space``) and the
-summary is written. Epochs are numbered from 0, like the original's checkpoints.
+Per epoch: train on the shuffled, size-bucketed batches with the method's objective and batch
+transform (a method on ARC's curriculum trains with the clean objective while λ = 0), evaluate
+dev accuracy and certified accuracy, keep the best epoch (by the method's selection metric; ties
+go to the later epoch, as in the original), stop early if configured. At the end the best
+parameters are evaluated on the test split (accuracy and certified accuracy under
+``config.space``) and the summary is written. Epochs are numbered from 0, like the original's checkpoints.
 
-The loop is the same for every model family: the experiment's task
-(:mod:`arc_jax.train.tasks`) supplies the batches, their placement on the mesh, the objectives
-and the evaluation function; for Tree-LSTMs an example is a tree and its metrics are the root's.
+The loop is the same for every model family: the experiment's family
+(:mod:`arc_jax.train.families`) supplies the batches and their placement on the mesh, the
+objectives (:mod:`arc_jax.train.objectives`) are written once over its functions; for Tree-LSTMs
+an example is a tree and its metrics are the root's.
 
 SIGINT and SIGTERM stop the run cleanly (:mod:`arc_jax.train.interrupt`): a checkpoint at the
 current step, then ``{"status": "interrupted", ...}``. A stop during the dev evaluation saves
@@ -43,6 +43,7 @@ from arc_jax.train.experiment import Experiment, build_experiment
 from arc_jax.train.export import ExportError, save_model
 from arc_jax.train.interrupt import Interrupted, StopRequest, stop_on_signals
 from arc_jax.train.methods import METHODS
+from arc_jax.train.objectives import certify_rows, clean_objective
 from arc_jax.train.progress import RunClock, eval_bar, run_bar
 from arc_jax.train.schedules import epoch_ramp
 from arc_jax.train.steps import (config_optimizer, evaluate_split, init_state, make_eval_step,
@@ -112,25 +113,24 @@ class _Trainer:
                stop: StopRequest):
     self.exp, self.run, self.checkpoints, self.stop = experiment, run, checkpoints, stop
     c = self.config = experiment.config
-    task = self.task = experiment.task
-    self.method = METHODS[c.method]
+    method = self.method = METHODS[c.method]
     self.steps_per_epoch = num_batches(len(experiment.splits["train"]), c.batch_size)
     spe = self.steps_per_epoch
-    # Methods without certification keep λ = ε = 0 (neither is used).
-    on = 1.0 if self.method.certified else 0.0
+    # Methods without a curriculum keep λ = ε = 0.
+    on = 1.0 if method.curriculum else 0.0
     self.robust_weight = epoch_ramp(on * c.lambda_start, on * c.lambda_max, c.ramp_epochs, spe)
     self.eps = epoch_ramp(on * c.eps_start, on * c.eps_max, c.ramp_epochs, spe)
     self.tx = config_optimizer(c)
     g, mesh = experiment.graphdef, experiment.mesh
-    self.clean_step = make_train_step(g, self.tx, task.clean_objective, mesh)
-    self.arc_step = (make_train_step(g, self.tx, self.method.objective(
-        experiment, self.robust_weight, self.eps), mesh) if self.method.certified else None)
-    self.eval_step = make_eval_step(g, task.certify_rows(experiment.space.signature), mesh)
-    self.transform = (self.method.batch_transform(experiment)
-                      if self.method.batch_transform else None)
+    self.train_step = make_train_step(
+        g, self.tx, method.objective(experiment, self.robust_weight, self.eps), mesh)
+    self.warmup_step = make_train_step(g, self.tx, clean_objective(experiment.family), mesh)
+    rows_fn = certify_rows(experiment.family, experiment.space.signature)
+    self.eval_step = make_eval_step(g, rows_fn, mesh)
+    self.transform = method.batch_transform(experiment) if method.batch_transform else None
     self.replicated = parallel.replicated(mesh)
-    self.place = lambda batch: task.put(batch, mesh)
-    self.selection = self.method.selection
+    self.place = experiment.put
+    self.selection = method.selection
     self.show_progress = c.progress and jax.process_index() == 0
     self.clock = RunClock(spe, ["arc" if self._certifies(e) else "clean"
                                 for e in range(c.num_epochs)])
@@ -171,7 +171,7 @@ class _Trainer:
         see :meth:`_stop_requested`, so they finish the evaluation).
     """
     n, size = len(self.exp.splits[split]), self.config.eval_batch_size
-    batches = self.task.batches(self.exp, split, size, certify=True)
+    batches = self.exp.batches(split, size, certify=True)
     stop = self.stop.raise_if_set if jax.process_count() == 1 else None
     flags = evaluate_split(self.eval_step, params, self.exp.rest, batches, n, self.place,
                            bar=eval_bar(num_batches(n, size), "dev" if split == "validation"
@@ -199,8 +199,9 @@ class _Trainer:
     return bool(multihost_utils.process_allgather(np.int32(bool(self.stop))).any())
 
   def _certifies(self, epoch: int) -> bool:
-    """Whether ``epoch`` trains with ARC's objective (a certified method, λ > 0)."""
-    return (self.arc_step is not None
+    """Whether ``epoch`` trains a curriculum method's own objective (λ > 0); before that, its
+    warm-up trains the clean objective on the batches as they come."""
+    return (self.method.curriculum
             and float(self.robust_weight(epoch * self.steps_per_epoch)) > 0)
 
   def _early_stopped(self, epoch: int, progress) -> bool:
@@ -259,12 +260,12 @@ class _Trainer:
     first = epoch * spe
     robust_weight, eps = float(self.robust_weight(first)), float(self.eps(first))
     certify = self._certifies(epoch)
-    step_fn = self.arc_step if certify else self.clean_step
-    # A certified method's transform forms its objective's batches, with their own plans.
-    transform = self.transform if certify or not self.method.certified else None
-    batches = self.task.batches(self.exp, "train", c.batch_size,
-                                certify=certify and transform is None, shuffle=True,
-                                seed=c.seed, epoch=epoch, start=step - first)
+    warmup = self.method.curriculum and not certify
+    step_fn = self.warmup_step if warmup else self.train_step
+    transform = None if warmup else self.transform
+    # A curriculum method's objective certifies; its transform, if any, makes its own plans.
+    batches = self.exp.batches("train", c.batch_size, certify=certify and transform is None,
+                               shuffle=True, seed=c.seed, epoch=epoch, start=step - first)
     start_time = time.perf_counter()
     resumed = step > first
     previous = progress["epoch_seconds"] if resumed else 0.0

@@ -5,7 +5,7 @@ the clean cross-entropy (concrete forward pass, no DP) or ARC's ``(1 − λ)·cl
 from one certification call (with a dropout key, the DP's slot 0 is the clean run under the same
 dropout masks as the box). Objectives and evaluation functions report per-row outcomes
 (:class:`RowMetrics`), so the steps serve every model family: this module holds the generic
-steps, the tasks (:mod:`arc_jax.train.tasks`) their objectives. Metric
+steps, :mod:`arc_jax.train.objectives` the objectives. Metric
 totals are summed on the device inside the step, so the host fetches them only when it logs.
 
 The factories are memoised: equal arguments return the same function object, so ``jax.jit``
@@ -158,8 +158,8 @@ def make_train_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
   Args:
     graphdef: of ``nnx.split(model, nnx.Param, ...)``.
     tx: the optimiser.
-    objective: e.g. :func:`clean_objective` or :func:`arc_objective` (a task's, see
-      :mod:`arc_jax.train.tasks`).
+    objective: e.g. ``clean_objective(family)`` or ``arc_objective(family, ...)`` (see
+      :mod:`arc_jax.train.objectives`).
     mesh: the data mesh; ``state``, ``rest`` (the non-parameter model state) and ``totals`` are
       replicated on it, ``batch`` sharded along its rows (see :mod:`parallel`).
 
@@ -186,8 +186,8 @@ def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
 
   Args:
     graphdef: of ``nnx.split(model, nnx.Param, ...)``.
-    rows_fn: e.g. :func:`classify_rows` (no ``"certified"`` key then) or
-      ``certify_rows(signature)``.
+    rows_fn: e.g. ``classify_rows(family)`` (no ``"certified"`` key then) or
+      ``certify_rows(family, signature)`` (:mod:`arc_jax.train.objectives`).
     mesh: the data mesh.
 
   Padding rows are False. The outputs are replicated (a (B,) all-gather), so every host can read
@@ -212,10 +212,10 @@ def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Itera
   Args:
     eval_step: from :func:`make_eval_step`.
     params, rest: the model state.
-    batches: the split's batches (``Task.batches``); their ``indices`` (host arrays) place each
+    batches: the split's batches (``Experiment.batches``); their ``indices`` (host arrays) place each
       row.
     num_examples: n.
-    place: host batch → its sharded arrays (``Task.put``).
+    place: host batch → its sharded arrays (``Experiment.put``).
     bar: a tqdm bar advanced once per batch (closed at the end), or None.
     stop: called before each batch; raises to abandon the evaluation (e.g.
       :meth:`arc_jax.train.interrupt.StopRequest.raise_if_set`).

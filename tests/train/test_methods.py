@@ -1,6 +1,6 @@
-"""A training method is one registered :class:`~arc_jax.train.Method`: this file adds a toy one
-(a certified hinge loss on ARC's worst-case margins) without touching the library, and trains it
-from a config."""
+"""Training methods (arc_jax.train.methods): the registry, and a toy method (a certified hinge
+loss on ARC's worst-case margins) added without touching the library and trained from a
+config."""
 
 import json
 import sys
@@ -9,8 +9,9 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
 from fake_data_root import write_data_root, write_gzip_lines  # noqa: E402
 
 from arc_jax.certify import certify_model
@@ -39,7 +40,7 @@ def certified_hinge(experiment, robust_weight, eps):
 
 
 if "certified_hinge_test" not in METHODS:
-  register_method("certified_hinge_test", Method(certified=True, objective=certified_hinge))
+  register_method("certified_hinge_test", Method(certified_hinge, curriculum=True))
 
 
 def test_a_method_defined_outside_the_library_trains_from_a_config(tmp_path, monkeypatch):
@@ -76,3 +77,11 @@ def test_a_method_defined_outside_the_library_trains_from_a_config(tmp_path, mon
   assert all(0.0 <= r["loss"] for r in train_lines)
   assert summary["selection"] == "dev_cf_acc"  # a certified method's default
   assert summary["test"]["certified"] <= summary["test"]["correct"] <= 8
+
+
+def test_method_registry_is_the_extension_point():
+  assert {"normal", "augment", "hotflip", "arc"} <= set(METHODS)
+  assert METHODS["arc"].curriculum and not METHODS["augment"].curriculum
+  assert not METHODS["hotflip"].curriculum and METHODS["hotflip"].batch_transform is not None
+  with pytest.raises(ValueError, match="already registered"):
+    register_method("arc", Method(curriculum=True))

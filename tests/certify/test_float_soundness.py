@@ -22,7 +22,6 @@ import pytest
 from flax import nnx
 
 from arc_jax.certify import certify_jit
-from arc_jax.certify.tree_dp import certify_tree_jit
 from arc_jax.data.trees import Tree, from_nested
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
@@ -137,7 +136,7 @@ def check_tree(model, space, trees, join):
   batch = TreeBatchBuilder(VOCAB, space, min_substitutes=4, width=8).build(
       trees, 2, max_nodes=16, num_steps=8)
   graphdef, state = nnx.split(model)
-  cert = certify_tree_jit(graphdef, space.signature, state, batch, batch.labels, join=join)
+  cert = certify_jit(graphdef, space.signature, state, batch, batch.labels, join=join)
   plain = TreeBatchBuilder(VOCAB, width=32)
   members = 0
   for b, tree in enumerate(trees):

@@ -17,7 +17,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
 from fake_data_root import write_data_root, write_gzip_lines  # noqa: E402
 
 from arc_jax.train import METHODS, Method, default_config, register_method, train_and_evaluate
@@ -44,8 +44,7 @@ def crashing_augmentation(experiment):
 
 
 if "augment_crash_test" not in METHODS:
-  register_method("augment_crash_test", Method(certified=False,
-                                               batch_transform=crashing_augmentation))
+  register_method("augment_crash_test", Method(batch_transform=crashing_augmentation))
 
 
 def sentences(rng, n):
@@ -175,8 +174,7 @@ def signalling_augmentation(experiment):
 
 
 if "augment_signal_test" not in METHODS:
-  register_method("augment_signal_test", Method(certified=False,
-                                                batch_transform=signalling_augmentation))
+  register_method("augment_signal_test", Method(batch_transform=signalling_augmentation))
 
 
 @pytest.mark.filterwarnings("ignore:Sharding info not provided")  # raw restores in final_state

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
 from fake_data_root import cache_dir, data_root  # noqa: E402,F401
 
 from experiment_scripts import load_script
@@ -19,7 +19,7 @@ from arc_jax.perturbation.split import split_space
 from arc_jax.train import (METHODS, ConfigError, build_experiment, default_config,
                            train_and_evaluate, validate)
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture

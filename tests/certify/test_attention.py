@@ -28,7 +28,7 @@ from arc_jax.nn import LSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.train import ConfigError, default_config, validate
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
 from fake_data_root import write_data_root  # noqa: E402
 
 
@@ -295,7 +295,7 @@ def test_attention_arc_training_runs_from_the_cli(tmp_path):
            "--config.progress=False", "--config.log_every=1"]
   env = {**os.environ, "ARC_DATA_DIR": str(root),
          "ARC_CACHE_DIR": str(tmp_path / "cache"), "JAX_ENABLE_X64": "0"}
-  experiments = Path(__file__).parents[1] / "experiments"
+  experiments = Path(__file__).parents[2] / "experiments"
   done = subprocess.run([sys.executable, str(experiments / "train.py"),
                          f"--config={experiments / 'configs' / 'attention.py'}:lstm,del2sub2",
                          f"--workdir={run}", *flags], capture_output=True, text=True,

@@ -26,9 +26,9 @@ SCRIPT = textwrap.dedent("""
     from arc_jax.data import make_batch
     from arc_jax.nn import LSTMClassifier
     from arc_jax.perturbation import PlanBuilder, parse_space
-    from arc_jax.train import (arc_objective, batch_sharded, certify_rows, data_mesh, epoch_ramp,
-                               init_state, make_eval_step, make_optimizer, make_train_step,
-                               replicated, zero_totals)
+    from arc_jax.train import (FAMILIES, arc_objective, batch_sharded, certify_rows, data_mesh,
+                               epoch_ramp, init_state, make_eval_step, make_optimizer,
+                               make_train_step, replicated, zero_totals)
     from arc_jax.parallel import put
 
     assert jax.device_count() == 8, jax.devices()
@@ -48,7 +48,7 @@ SCRIPT = textwrap.dedent("""
                              rngs=nnx.Rngs(0))
       graphdef, params, rest = nnx.split(model, nnx.Param, ...)
       tx = make_optimizer(1e-2, 1e-4, 0.25)
-      objective = arc_objective(space.signature, epoch_ramp(0.5, 0.5, 0, 1),
+      objective = arc_objective(FAMILIES["lstm"], space.signature, epoch_ramp(0.5, 0.5, 0, 1),
                                 epoch_ramp(1.0, 1.0, 0, 1), "worst_case")
       step = make_train_step(graphdef, tx, objective, mesh)
       state = put(init_state(params, tx, 0), replicated(mesh))
@@ -58,8 +58,8 @@ SCRIPT = textwrap.dedent("""
       for _ in range(2):
         state, totals = step(state, rest, sharded, totals)
       assert state.params["head_out"]["kernel"].value.sharding.is_fully_replicated
-      flags = make_eval_step(graphdef, certify_rows(space.signature), mesh)(state.params, rest,
-                                                                             sharded)
+      flags = make_eval_step(graphdef, certify_rows(FAMILIES["lstm"], space.signature), mesh)(
+          state.params, rest, sharded)
       cert = certify_jit(graphdef, space.signature, (state.params, rest), sharded.plan,
                          sharded.labels)
       results[n] = jax.device_get((state.params, totals, flags, cert.margins, cert.logits))
@@ -89,10 +89,11 @@ TREE_SCRIPT = textwrap.dedent("""
     from arc_jax.nn.tree_models import TreeLSTMClassifier
     from arc_jax.perturbation import parse_space
     from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
-    from arc_jax.train import (TASKS, data_mesh, epoch_ramp, init_state, make_eval_step,
-                               make_optimizer, make_train_step, replicated, zero_totals)
+    from arc_jax.train import (FAMILIES, arc_objective, certify_rows, data_mesh, epoch_ramp,
+                               init_state, make_eval_step, make_optimizer, make_train_step,
+                               replicated, zero_totals)
     from arc_jax.parallel import put
-    from arc_jax.train.tasks import IndexedTrees
+    from arc_jax.train.families import IndexedTrees
 
     assert jax.device_count() == 8, jax.devices()
     words = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
@@ -112,7 +113,7 @@ TREE_SCRIPT = textwrap.dedent("""
     batch = IndexedTrees(TreeBatchBuilder(vocab, space).build(trees, 16),
                          np.array(list(range(13)) + [-1] * 3, np.int32))
     embeddings = rng.normal(size=(len(words), 6)).astype(np.float32)
-    task = TASKS["tree_lstm"]
+    family = FAMILIES["tree_lstm"]
 
     results = {}
     for n in (1, 8):
@@ -120,17 +121,17 @@ TREE_SCRIPT = textwrap.dedent("""
       model = TreeLSTMClassifier(embeddings, hidden=8, dropout_rate=0.5, rngs=nnx.Rngs(0))
       graphdef, params, rest = nnx.split(model, nnx.Param, ...)
       tx = make_optimizer(5e-2, 1e-4, 0.25, "adagrad")
-      objective = task.arc_objective(space.signature, epoch_ramp(0.5, 0.5, 0, 1),
-                                     epoch_ramp(1.0, 1.0, 0, 1), "worst_case")
+      objective = arc_objective(family, space.signature, epoch_ramp(0.5, 0.5, 0, 1),
+                                epoch_ramp(1.0, 1.0, 0, 1), "worst_case")
       step = make_train_step(graphdef, tx, objective, mesh)
       state = put(init_state(params, tx, 0), replicated(mesh))
       rest, totals = put(rest, replicated(mesh)), put(zero_totals(), replicated(mesh))
-      sharded = task.put(batch, mesh)
+      sharded = family.put(batch, mesh)
       assert len(sharded.trees.token_ids.addressable_shards) == n
       assert sharded.trees.schedule.sharding.is_fully_replicated
       for _ in range(2):
         state, totals = step(state, rest, sharded, totals)
-      flags = make_eval_step(graphdef, task.certify_rows(space.signature), mesh)(
+      flags = make_eval_step(graphdef, certify_rows(family, space.signature), mesh)(
           state.params, rest, sharded)
       results[n] = jax.device_get((state.params, totals, flags))
 

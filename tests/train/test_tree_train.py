@@ -102,7 +102,7 @@ def test_hotflip_transform_appends_a_member_of_each_tree_with_node_labels():
   config.num_train, config.num_dev, config.num_test = 20, 20, 20
   config.hidden = 16
   experiment = build_experiment(config)
-  (batch, *_) = experiment.task.batches(experiment, "train", 20, certify=False)
+  (batch, *_) = experiment.batches("train", 20, certify=False)
   doubled = METHODS["hotflip"].batch_transform(experiment)(batch, 0, experiment.params)
   trees = [experiment.splits["train"][i] for i in batch.indices]
   assert doubled.trees.shape[0] == 40 and list(doubled.indices) == list(range(40))
@@ -121,7 +121,7 @@ def test_hotflip_transform_appends_a_member_of_each_tree_with_node_labels():
 def test_hotflip_tree_run_from_the_command_line(tmp_path):
   """experiments/train.py with the tree HotFlip row, cut to one step of 20 trees."""
   run = tmp_path / "run"
-  experiments = Path(__file__).resolve().parents[1] / "experiments"
+  experiments = Path(__file__).resolve().parents[2] / "experiments"
   done = subprocess.run(
       [sys.executable, str(experiments / "train.py"),
        f"--config={experiments / 'configs' / 'tree.py'}:hotflip,del2sub2", f"--workdir={run}",

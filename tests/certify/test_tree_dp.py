@@ -19,7 +19,8 @@ import pytest
 from flax import nnx
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
-from arc_jax.certify.tree_dp import JOINS, certify_tree_jit, make_tree_certify_fn
+from arc_jax.certify import certify_jit, make_certify_fn
+from arc_jax.certify.tree_dp import JOINS
 from arc_jax.data.trees import Tree, from_nested
 from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
@@ -92,8 +93,8 @@ def root_logits(model, nesteds):
 def certify(model, dp_space, trees, budgets=None, eps=1.0, join="after_cell"):
   batch = TreeBatchBuilder(VOCAB, dp_space, min_substitutes=4, width=8).build(trees, **SHAPES)
   graphdef, state = nnx.split(model)
-  return certify_tree_jit(graphdef, dp_space.signature, state, batch, batch.labels, eps, None,
-                          None if budgets is None else jnp.asarray(budgets), join=join)
+  return certify_jit(graphdef, dp_space.signature, state, batch, batch.labels, eps, None,
+                     budgets=None if budgets is None else jnp.asarray(budgets), join=join)
 
 
 def assert_sound(model, dp_space, space, trees, budgets, every_node=True, join="after_cell"):
@@ -216,10 +217,10 @@ def test_batches_must_be_lowered_for_the_certified_tree_space():
   dp_space, _ = spaces((2, 2, 2), {}, [])
   plain = TreeBatchBuilder(VOCAB, width=8).build([tree], **SHAPES)
   with pytest.raises(ValueError, match="lowered for None"):
-    certify_tree_jit(graphdef, dp_space.signature, state, plain, plain.labels)
+    certify_jit(graphdef, dp_space.signature, state, plain, plain.labels)
   batch = TreeBatchBuilder(VOCAB, dp_space, width=8).build([tree], **SHAPES)
   with pytest.raises(TypeError, match="tree_space"):
-    certify_tree_jit(graphdef, dp_space.space.signature, state, batch, batch.labels)
+    certify_jit(graphdef, dp_space.space.signature, state, batch, batch.labels)
 
 
 def test_no_match_collapses_to_concrete_logits_and_padding_is_a_no_op():
@@ -242,7 +243,7 @@ def test_certify_tree_fn_jits_once_per_bucket_and_grads_with_dropout():
   space = tree_space(parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["fine", "film"]}))
   builder = TreeBatchBuilder(VOCAB, space, min_substitutes=4, width=8)
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-  certify_fn = make_tree_certify_fn(graphdef, space)
+  certify_fn = make_certify_fn(graphdef, space)
   traces = []
 
   def loss(params, batch, eps, key):
@@ -274,8 +275,7 @@ GRADIENT_SPACE = tree_space(parse_space("[(Del,1),(Ins,1),(Sub,1)]",
 
 
 def dp_loss(graphdef, params, rest, batch, key):
-  cert = make_tree_certify_fn(graphdef, GRADIENT_SPACE)((params, rest), batch, batch.labels, 1.0,
-                                                        key)
+  cert = make_certify_fn(graphdef, GRADIENT_SPACE)((params, rest), batch, batch.labels, 1.0, key)
   return (jnp.sum(jnp.sin(cert.logits.lo)) + jnp.sum(jnp.cos(cert.logits.hi))
           + jnp.sum(jnp.tanh(cert.margins)) + jnp.sum(jnp.sin(cert.clean_logits)))
 

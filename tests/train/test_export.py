@@ -13,7 +13,7 @@ import pytest
 from arc_jax.data import paths
 from arc_jax.train.export import SPARSE_DTYPE, ExportError, load_model, save_model
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 KEPT_RUN = RESULTS / "normal_lstm"  # small (0.5 MB), Normal training, evaluated on 3 spaces
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
 from fake_data_root import cache_dir, data_root  # noqa: E402,F401
 
 from arc_jax.data import iterate_batches

@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 import arc_jax
-from arc_jax.certify import certify, certify_jit, certify_trees
+from arc_jax.certify import certify, certify_jit
 from arc_jax.data.trees import from_nested
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
@@ -93,7 +93,7 @@ def test_huge_grids_are_refused_with_size_and_memory_unless_allowed():
   with one_line(r"grid of 2601 slots \(51×51\).*about [\d.]+ GiB.*max_grid_slots=2601"):
     certify(small_model(), space, [["good"]], [0], VOCAB)
   with one_line("grid of 2601 slots"):
-    certify_trees(small_tree_model(), space, [from_nested("good")], VOCAB, [0])
+    certify(small_tree_model(), space, [from_nested("good")], [0], VOCAB)
 
 
 def small_tree_model():
@@ -105,13 +105,13 @@ def test_certify_trees_in_one_call_refuses_bad_trees():
   model = small_tree_model()
   space = parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad", "oov-word"]})
   with one_line("No trees to certify"):
-    certify_trees(model, space, [], VOCAB, [])
+    certify(model, space, [], [], VOCAB)
   with one_line(r"Tree 0 is str 'good movie', not a tree"):
-    certify_trees(model, space, ["good movie"], VOCAB, [0])
+    certify(model, space, ["good movie"], [0], VOCAB)
   with one_line(r"Label -1 of tree 0 is outside 0..1"):  # no root label and none given
-    certify_trees(model, space, [from_nested(("good", "movie"))], VOCAB)
-  out = certify_trees(model, space, [from_nested(("good", "movie")), from_nested("bad")],
-                      VOCAB, [1, 0])
+    certify(model, space, [from_nested(("good", "movie"))], None, VOCAB)
+  out = certify(model, space, [from_nested(("good", "movie")), from_nested("bad")], [1, 0],
+                VOCAB)
   assert out["certified"].shape == (2,) and out["margins"].shape == (2, 2)
   assert np.all(out["logits_lo"] <= out["clean_logits"])
   assert np.all(out["clean_logits"] <= out["logits_hi"])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from arc_jax.attacks import (exhaustive_tree_robustness, tree_adversarial_examples,
                              tree_hotflip_robustness, tree_hotflip_search)
-from arc_jax.certify.tree_dp import certify_tree_jit
+from arc_jax.certify import certify_jit
 from arc_jax.data.trees import from_nested, to_nested
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
@@ -191,8 +191,8 @@ def test_certified_exhaustive_hotflip_and_clean_accuracy_are_ordered(model):
       logits = np.asarray(predict_tree(graphdef, state, trees))
       return logits[np.arange(len(logits)), np.maximum(trees.num_nodes - 1, 0)]
 
-    certified = np.asarray(certify_tree_jit(graphdef, space.signature, state, batch,
-                                            batch.labels).certified)
+    certified = np.asarray(certify_jit(graphdef, space.signature, state, batch,
+                                       batch.labels).certified)
     ex = exhaustive_tree_robustness(root_logits, space, trees, builder, certified=certified,
                                     shortcut=False, batch_size=10)
     hf = tree_hotflip_robustness(graphdef, state, space, trees, builder, root_logits, beam=5,

@@ -1,0 +1,59 @@
+"""The :class:`Certificate` every certification DP returns."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from arc_jax import interval as iv
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Certificate:
+  """What certification proves about a batch: per example, or per node for models that classify
+  every node of a tree (the node axis N, present when ``root`` is).
+
+  Attributes:
+    logits: Interval (B, K), or (B, N, K), containing the logits of every member of S(x) (a
+      node's: of every tree its subtree becomes; the root's: every tree of S(t)).
+    clean_logits: (B, K) or (B, N, K) logits of x itself.
+    margins: (B, K) or (B, N, K) lower bounds of z_y − z_j over the same members (0 at j = y,
+      and everywhere at unlabelled and padding nodes); computed through the last layer
+      directly, which is tighter than subtracting the logit bounds.
+    certified: (B,) bool, every margin with j ≠ y (the root's, with a node axis) is positive: no
+      member of S(x) changes the prediction away from the label y. False for the padding rows of
+      a tree batch.
+    root: None without a node axis; else int32 (B,), the index of each example's root node.
+  """
+
+  logits: iv.Interval
+  clean_logits: jax.Array
+  margins: jax.Array
+  certified: jax.Array
+  root: jax.Array | None = None
+
+  def at_root(self, x):
+    """The example-level rows of ``x`` (arrays or boxes): ``x`` itself without a node axis, else
+    row ``root[b]`` of (B, N, ...) for every b, (B, ...)."""
+    if self.root is None:
+      return x
+    return jax.tree.map(lambda a: a[jnp.arange(a.shape[0]), self.root], x)
+
+  @property
+  def root_logits(self) -> iv.Interval:
+    """The logit box (B, K) of every example (its root's)."""
+    return self.at_root(self.logits)
+
+  def per_example(self) -> Certificate:
+    """This certificate without its node axis: every example's root (itself if it has none)."""
+    return Certificate(self.root_logits, self.at_root(self.clean_logits),
+                       self.at_root(self.margins), self.certified)
+
+  @property
+  def worst_case_logits(self) -> jax.Array:
+    """Logits −margins (same shape as ``margins``): cross-entropy on them bounds the loss of
+    every member of S(x)."""
+    return -self.margins

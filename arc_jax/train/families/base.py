@@ -1,0 +1,122 @@
+"""A model family: the bundle of pure functions that the trainer and the evaluator call.
+
+``train_and_evaluate`` (:mod:`arc_jax.train.run`), the objectives (:mod:`arc_jax.train.objectives`),
+``build_experiment`` (:mod:`arc_jax.train.experiment`) and the metrics (:mod:`arc_jax.metrics`)
+are written once against :class:`ModelFamily`; ``config.model`` picks the family
+(:data:`arc_jax.train.families.FAMILIES`). Everything else, the loop, checkpoints, run
+directories, schedules, progress, resumption and the metric files, is shared.
+
+A family's batches are host objects with an ``indices`` array (int (B,), the position of each row
+in its split, -1 for padding rows) that the trainer hands, placed by ``put``, to jitted steps.
+Its model functions (``forward``, ``certify``, ``targets``, ``rows``) are pure and traced inside
+those steps; the searches (``sample``, ``attack``, ``enumerate``, ``hotflip``) run on the host.
+Every function takes what it needs as arguments, so a family depends on no experiment type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import ml_collections
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh
+
+from arc_jax.data import ExperimentData
+
+
+class Placed(NamedTuple):
+  """A model as the host-side searches run it: ``nnx.split(model, nnx.Param, ...)`` with its
+  states placed on ``mesh`` (searches split their rows over it)."""
+
+  graphdef: nnx.GraphDef
+  params: nnx.State
+  rest: nnx.State
+  mesh: Mesh
+
+
+def largest_synonym_list(data: ExperimentData) -> int:
+  """The most Sub candidates of any word (at least 1): one replacement-slot count for a whole
+  dataset, so each batch shape compiles once."""
+  return max((len(c) for c in data.synonyms.values()), default=1)
+
+
+def _accepts_every_space(space) -> None:
+  del space
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFamily:
+  """A model family (see the module docstring). Hashable, so memoised objectives and steps
+  compile once per family.
+
+  Attributes:
+    name: the ``config.model`` value that selects it.
+    datasets: the ``config.dataset`` values it trains on.
+    robust_losses: the ``config.robust_loss`` values (keys of
+      :data:`arc_jax.train.losses.ROBUST_LOSSES`) it supports.
+    prepare_data: ``(config) -> ExperimentData``, the data of ``config``; its splits support
+      ``len`` and ``[:n]``.
+    make_space: ``(data, spec) -> space``, the perturbation space ``spec`` of this family,
+      restricted to the vocabulary.
+    make_builder: ``(data, space) -> builder``, what lowers examples for the DP, with shapes
+      fixed for the whole data (its ``vocab`` is the data's).
+    make_model: ``(config, data) -> nnx.Module``, freshly initialised (seeded by
+      ``config.seed``).
+    examples: ``(split) -> (examples, labels)``, a split's examples (a list) and their int
+      labels (n,).
+    size: ``(example) -> int``, what batches are sorted and pooled by (``batch_order``).
+    lower: ``(builder, examples, labels, indices, batch_size, certify) -> batch``, rows
+      ``indices`` of ``examples`` as one batch of ``batch_size`` rows; ``certify``: with what
+      the DP needs.
+    put: ``(batch, mesh) -> batch``, a host batch as global arrays on ``mesh``, split along
+      its rows.
+    forward: ``(model, batch, dropout_key) -> logits``, the concrete forward pass, (B, K) or
+      (B, N, K) per node; no dropout when the key is None.
+    certify: ``(model, signature, batch, eps, dropout_key, domain, **options) -> Certificate``
+      (:func:`arc_jax.certify.certify_model` on the batch's DP input).
+    targets: ``(batch) -> (labels, weights)`` of the losses, shaped as the logits without
+      their class axis (weight 0: not counted).
+    rows: ``(batch, logits, certified=None) -> RowMetrics``, per-example outcomes of the
+      logits (and of the certificate's ``certified``).
+    sample: ``(space, examples, rng) -> members``, one random member of S(x) per example
+      (uniform over application choices).
+    attack: ``(placed, space, builder, examples, labels, batch_size) -> members``, the top-1
+      (beam 1) HotFlip member of S(x) of each example (HotFlip adversarial training).
+    enumerate: ``(placed, space, builder, examples, labels, certified, *, shortcut,
+      batch_size, progress) -> ExhaustiveResult``, EX (:mod:`arc_jax.attacks.exhaustive`).
+    hotflip: ``(placed, space, builder, examples, labels, *, beam, batch_size, progress) ->
+      HotFlipResult``, HF.
+    empty_examples: ``(examples) -> dict``, JSON: the examples left empty by the
+      out-of-vocabulary policy, and the policy.
+    check_space: ``(space) -> None``, raises ValueError, naming the fix, if the model cannot
+      be certified under a (string) space.
+    trainable_embeddings: whether its model can train the word vectors
+      (``config.trainable_embeddings``).
+    unsupported_methods: registered training methods it cannot train with.
+  """
+
+  name: str
+  datasets: tuple[str, ...]
+  robust_losses: tuple[str, ...]
+  prepare_data: Callable[[ml_collections.ConfigDict], ExperimentData]
+  make_space: Callable[[ExperimentData, str], Any]
+  make_builder: Callable[[ExperimentData, Any], Any]
+  make_model: Callable[[ml_collections.ConfigDict, ExperimentData], nnx.Module]
+  examples: Callable[[Any], tuple[list, np.ndarray]]
+  size: Callable[[Any], int]
+  lower: Callable[..., Any]
+  put: Callable[[Any, Mesh], Any]
+  forward: Callable[..., Any]
+  certify: Callable[..., Any]
+  targets: Callable[[Any], tuple[Any, Any]]
+  rows: Callable[..., Any]
+  sample: Callable[..., list]
+  attack: Callable[..., list]
+  enumerate: Callable[..., Any]
+  hotflip: Callable[..., Any]
+  empty_examples: Callable[[Any], dict[str, Any]]
+  check_space: Callable[[Any], None] = _accepts_every_space
+  trainable_embeddings: bool = False
+  unsupported_methods: tuple[str, ...] = ()

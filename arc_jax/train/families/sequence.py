@@ -1,0 +1,132 @@
+"""LSTM and Bi-LSTM classifiers of token sequences (SST-2, IMDB): the :data:`SEQUENCE` family.
+
+Batches (:class:`~arc_jax.data.Batch`) carry DP plans (:class:`~arc_jax.perturbation.PlanBuilder`)
+when certified; one label per sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import chex
+import jax
+import ml_collections
+import numpy as np
+from flax import nnx
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+
+from arc_jax import parallel
+from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, adversarial_examples, augment_batch,
+                             exhaustive_robustness, hotflip_robustness)
+from arc_jax.certify import Certificate, certify_model
+from arc_jax.data import Batch, ExperimentData, TextSplit, make_batch, prepare_lstm_data
+from arc_jax.nn import LSTMClassifier, predict
+from arc_jax.perturbation import PlanBuilder, Space, data_space
+from arc_jax.perturbation.spaces import Signature
+from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
+from arc_jax.train.steps import RowMetrics
+
+
+def make_predict_fn(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, mesh: Mesh):
+  """``predict_logits(token_ids (B, N), lengths (B,)) -> logits (B, K)`` (numpy).
+
+  The rows are split over the mesh; the logits are gathered from every host.
+  """
+  full_graphdef, state = nnx.split(nnx.merge(graphdef, params, rest))
+  sharded = parallel.batch_sharded(mesh)
+
+  def predict_logits(token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    logits = predict(full_graphdef, state, *parallel.put((token_ids, lengths), sharded))
+    return multihost_utils.process_allgather(logits, tiled=True)
+
+  return predict_logits
+
+
+def prepare_data(config: ml_collections.ConfigDict) -> ExperimentData:
+  return prepare_lstm_data(config.dataset, synonyms=config.synonyms,
+                           max_candidates=config.max_candidates or None,
+                           data_root=config.data_dir)
+
+
+def make_builder(data: ExperimentData, space: Space) -> PlanBuilder:
+  slots = largest_synonym_list(data) if "Sub" in space.names else 1
+  return PlanBuilder(space, data.vocab, min_replacement_slots=slots)
+
+
+def make_model(config: ml_collections.ConfigDict, data: ExperimentData) -> LSTMClassifier:
+  return LSTMClassifier(data.embeddings, hidden=config.hidden, projection=config.projection,
+                        head_hidden=config.head_hidden, bidirectional=config.bidirectional,
+                        pooling=config.pooling, dropout_rate=config.dropout_rate,
+                        rngs=nnx.Rngs(config.seed))
+
+
+def examples(split: TextSplit) -> tuple[list, np.ndarray]:
+  return split.tokens, np.asarray(split.labels)
+
+
+def lower(builder: PlanBuilder, sentences: Sequence, labels: Sequence[int],
+          indices: Sequence[int], batch_size: int, certify: bool) -> Batch:
+  return make_batch(sentences, labels, indices, builder.vocab, batch_size,
+                    plan_builder=builder if certify else None)
+
+
+def put(batch: Batch, mesh: Mesh) -> Batch:
+  return parallel.put(batch, parallel.batch_sharded(mesh))
+
+
+def forward(model: LSTMClassifier, batch: Batch, dropout_key) -> jax.Array:
+  """Logits (B, K) of the concrete forward pass."""
+  chex.assert_rank(batch.token_ids, 2)
+  return model(batch.token_ids, batch.lengths, dropout_key)
+
+
+def certify(model: LSTMClassifier, signature: Signature, batch: Batch, eps, dropout_key,
+            domain, **options) -> Certificate:
+  """The ARC DP (:func:`arc_jax.certify.certify_model`) on the batch's plans."""
+  chex.assert_rank(batch.token_ids, 2)
+  return certify_model(model, signature, batch.plan, batch.labels, eps, dropout_key, domain,
+                       **options)
+
+
+def targets(batch: Batch) -> tuple[jax.Array, jax.Array]:
+  return batch.labels, batch.weights
+
+
+def rows(batch: Batch, logits: jax.Array, certified: jax.Array | None = None) -> RowMetrics:
+  return RowMetrics(batch.weights, logits.argmax(axis=-1) == batch.labels, certified)
+
+
+def attack(placed: Placed, space: Space, builder: PlanBuilder, sentences: list,
+           labels: np.ndarray, batch_size: int) -> list:
+  return adversarial_examples(placed.graphdef, (placed.params, placed.rest), space, sentences,
+                              labels, builder.vocab, batch_size=batch_size, mesh=placed.mesh)
+
+
+def enumerate_space(placed: Placed, space: Space, builder: PlanBuilder, sentences: list,
+                    labels: np.ndarray, certified: np.ndarray, *, shortcut: bool,
+                    batch_size: int, progress: bool) -> ExhaustiveResult:
+  return exhaustive_robustness(make_predict_fn(*placed), space, sentences, labels,
+                               builder.vocab, certified=certified, shortcut=shortcut,
+                               batch_size=batch_size, progress=progress)
+
+
+def hotflip(placed: Placed, space: Space, builder: PlanBuilder, sentences: list,
+            labels: np.ndarray, *, beam: int, batch_size: int, progress: bool) -> HotFlipResult:
+  return hotflip_robustness(placed.graphdef, (placed.params, placed.rest), space, sentences,
+                            labels, builder.vocab, beam=beam, batch_size=batch_size,
+                            progress=progress, mesh=placed.mesh)
+
+
+def empty_examples(sentences: list) -> dict[str, Any]:
+  return {"indices": [i for i, t in enumerate(sentences) if not t],
+          "policy": "kept and classified as the empty input; every denominator counts them"}
+
+
+SEQUENCE = ModelFamily(
+    name="lstm", datasets=("sst2", "imdb"), robust_losses=("worst_case", "max_of_means"),
+    prepare_data=prepare_data, make_space=data_space, make_builder=make_builder,
+    make_model=make_model, examples=examples, size=len, lower=lower, put=put, forward=forward,
+    certify=certify, targets=targets, rows=rows, sample=augment_batch, attack=attack,
+    enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples)
+"""(Bi-)LSTMs on sentences (``config.model = "lstm"``)."""

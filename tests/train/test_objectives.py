@@ -1,0 +1,79 @@
+"""The objectives written once over a model family (arc_jax.train.objectives), in jitted train
+steps."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from arc_jax.data import make_batch, parse_tree
+from arc_jax.nn import LSTMClassifier
+from arc_jax.nn.tree_models import TreeLSTMClassifier
+from arc_jax.perturbation import PlanBuilder, parse_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
+from arc_jax.train import (FAMILIES, arc_objective, clean_objective, data_mesh, epoch_ramp,
+                           init_state, make_optimizer, make_train_step, zero_totals)
+from arc_jax.train.families import IndexedTrees
+
+WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
+VOCAB = {w: i for i, w in enumerate(WORDS)}
+SYNONYMS = {"good": ["fine", "great"], "movie": ["film"], "bad": ["not"]}
+
+
+TREES = ("(4 (2 the) (4 (4 good) (2 movie)))", "(0 (2 a) (0 (0 bad) (2 film)))", "(4 good)",
+         "(0 (0 bad) (2 movie))")
+
+
+def tiny_setup(model_kind="lstm"):
+  """A small model, space, batch, and the clean and ARC steps (λ, ε: 0 at step 0, then 0.5, 1)
+  of the model family ``model_kind``: four sentences, or the same as trees with labels on every node."""
+  rng = np.random.default_rng(0)
+  embeddings = rng.normal(size=(len(WORDS), 4)).astype(np.float32)
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms=SYNONYMS)
+  if model_kind == "lstm":
+    model = LSTMClassifier(embeddings, hidden=5, projection=4, head_hidden=3, dropout_rate=0.0,
+                           rngs=nnx.Rngs(0))
+    sentences = [("the", "good", "movie"), ("a", "bad", "film"), ("good",), ("bad", "movie")]
+    batch = make_batch(sentences, [1, 0, 1, 0], range(4), VOCAB, 4,
+                       plan_builder=PlanBuilder(space, VOCAB))
+  else:
+    model = TreeLSTMClassifier(embeddings, hidden=8, dropout_rate=0.0, rngs=nnx.Rngs(0))
+    space = tree_space(space)
+    batch = IndexedTrees(TreeBatchBuilder(VOCAB, space).build([parse_tree(t) for t in TREES]),
+                         np.arange(4))
+  family = FAMILIES[model_kind]
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  tx = make_optimizer(3e-2, 0.0, 1.0)
+  objective = arc_objective(family, space.signature, epoch_ramp(0.0, 0.5, 2, 1),
+                            epoch_ramp(0.0, 1.0, 2, 1), "worst_case")
+  mesh = data_mesh(jax.devices()[:1])
+  steps = (make_train_step(graphdef, tx, clean_objective(family), mesh),
+           make_train_step(graphdef, tx, objective, mesh))
+  fresh = lambda: init_state(jax.tree.map(jnp.copy, params), tx, 0)  # steps donate the state
+  return fresh, rest, batch, steps
+
+
+@pytest.mark.parametrize("model_kind", ["lstm", "tree_lstm"])
+def test_arc_step_with_zero_lambda_and_eps_is_the_clean_step(model_kind):
+  """λ = 0, ε = 0: the DP's slot 0 gives the clean forward pass, so both steps agree."""
+  fresh, rest, batch, steps = tiny_setup(model_kind)
+  results = [step(fresh(), rest, batch, zero_totals()) for step in steps]
+  (clean, clean_totals), (arc, arc_totals) = jax.device_get(results)
+  for a, b in zip(jax.tree.leaves(clean.params), jax.tree.leaves(arc.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(clean_totals["loss"], arc_totals["loss"], rtol=1e-6)
+  assert clean_totals["examples"] == arc_totals["examples"] == 4
+  assert arc_totals["certify_examples"] == 4 and clean_totals["certify_examples"] == 0
+
+
+@pytest.mark.parametrize("model_kind", ["lstm", pytest.param("tree_lstm", marks=pytest.mark.slow)])
+def test_arc_steps_learn_to_certify(model_kind):
+  fresh, rest, batch, (_, step) = tiny_setup(model_kind)
+  state, losses = fresh(), []
+  for _ in range(60):
+    state, totals = step(state, rest, batch, zero_totals())
+    losses.append(float(totals["loss"]) / 4)
+  assert int(state.step) == 60
+  assert np.mean(losses[-5:]) < 0.2 * np.mean(losses[1:6])
+  assert totals["certified"] == 4
