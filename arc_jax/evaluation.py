@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import ml_collections
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
@@ -47,7 +48,7 @@ from arc_jax.data.paths import data_folder
 from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
 from arc_jax.train.config import ConfigError, validate
-from arc_jax.train.experiment import SPLITS, build_experiment
+from arc_jax.train.experiment import SPLITS, build_experiment, data_fingerprint
 from arc_jax.train.export import has_exported_model, load_model
 from arc_jax.train.steps import config_optimizer, init_state, zero_totals
 
@@ -58,14 +59,15 @@ class EvaluationError(RuntimeError):
   """The numbers are inconsistent (CF ≤ EX ≤ HF ≤ Acc fails) or a certificate failed its audit."""
 
 
-def _restore(run: RunDirectory, experiment, which: str):
+def _restore(run: RunDirectory, experiment, which: str, fingerprint: dict):
   """(params, meta) of the run's ``"best"`` or ``"latest"`` checkpoint.
 
   A folder without Orbax checkpoints that holds an exported model (``model/``, as the runs kept
-  in ``results/``, :mod:`arc_jax.train.export`) gives its exported best parameters.
+  in ``results/``, :mod:`arc_jax.train.export`) gives its exported best parameters, if it was
+  trained on data of this ``fingerprint``.
   """
   if which == "best" and not (run.path / "best").exists() and has_exported_model(run.path):
-    return load_model(run.path, experiment.params, experiment.data_fingerprint())
+    return load_model(run.path, experiment.params, fingerprint)
   checkpoints = Checkpoints(run.path, read_only=True)
   try:
     if which == "best":
@@ -97,7 +99,7 @@ def load_run(workdir, checkpoint: str = "best"):
   config = run.config()
   validate(config)
   experiment = build_experiment(config)
-  params, _ = _restore(run, experiment, checkpoint)
+  params, _ = _restore(run, experiment, checkpoint, experiment.data_fingerprint())
   model = nnx.merge(experiment.graphdef, params, experiment.rest)
   return model, experiment.data.vocab, experiment.space
 
@@ -169,6 +171,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                       f"{config.max_candidates}); another lexicon would rebuild the vocabulary "
                       "and misalign them. Evaluate it with its own lexicon (leave out "
                       "--synonyms/--max-candidates).")
+  own_lexicon = {k: config[k] for k in lexicon}
   for field, value in (("space", space), *lexicon.items()):
     if value is not None:
       config[field] = value
@@ -194,7 +197,13 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   experiment = build_experiment(config, mesh)
   mesh = experiment.mesh
   parallel.check_batch_size(exhaustive_batch_size, mesh, "exhaustive_batch_size")
-  params, meta = _restore(run, experiment, checkpoint)
+  # Another lexicon adds its candidate words to the vocabulary (the data's words stay, with the
+  # same vectors): a run with frozen vectors is then checked against the data of its own lexicon.
+  fingerprint = experiment.data_fingerprint()
+  if any(config[k] != v for k, v in own_lexicon.items()):
+    fingerprint = data_fingerprint(experiment.family.prepare_data(
+        ml_collections.ConfigDict({**config.to_dict(), **own_lexicon})))
+  params, meta = _restore(run, experiment, checkpoint, fingerprint)
   context = metric_registry.Context(
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,

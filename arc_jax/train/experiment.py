@@ -58,8 +58,7 @@ class Experiment:
 
   def data_fingerprint(self) -> dict:
     """Identifies the vocabulary and embeddings, which checkpoints do not store."""
-    return {"vocab_size": len(self.data.vocab) + 1,
-            "embeddings_sha1": hashlib.sha1(np.ascontiguousarray(self.data.embeddings)).hexdigest()}
+    return data_fingerprint(self.data)
 
   def examples(self, split: str) -> tuple[list, np.ndarray]:
     """The examples of ``split`` and their labels (n,)."""
@@ -99,6 +98,12 @@ class Experiment:
   def placed(self, params: nnx.State) -> Placed:
     """The model with ``params`` as the host-side searches run it."""
     return Placed(self.graphdef, params, self.rest, self.mesh)
+
+
+def data_fingerprint(data) -> dict:
+  """The vocabulary size and a hash of the embedding table of prepared data."""
+  return {"vocab_size": len(data.vocab) + 1,
+          "embeddings_sha1": hashlib.sha1(np.ascontiguousarray(data.embeddings)).hexdigest()}
 
 
 def use_compilation_cache() -> None:

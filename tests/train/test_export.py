@@ -100,3 +100,18 @@ def test_committed_run_reevaluated_from_its_kept_model_gives_its_counts(metrics)
   assert results["checkpoint"] == committed["checkpoint"]
   assert {m: results["metrics"][m]["count"] for m in metrics} == \
       {m: committed["metrics"][m]["count"] for m in metrics}
+
+
+@pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
+def test_kept_model_with_frozen_vectors_evaluates_under_another_lexicon():
+  """Every PPDB candidate (S_review's lexicon) adds words to the vocabulary of a run trained with
+  one candidate per word; its frozen vectors and the data's words are unchanged, so the kept
+  model loads (checked against the data of its own lexicon) and classifies the same sentences
+  alike."""
+  from arc_jax.evaluation import evaluate_run
+  review = "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]"
+  own = evaluate_run(KEPT_RUN, space=review, metrics=["acc"], first=48, progress=False)
+  other = evaluate_run(KEPT_RUN, space=review, metrics=["acc", "cf"], first=48, progress=False,
+                       synonyms="ppdb", max_candidates=0)
+  assert (other["synonyms"], other["max_candidates"]) == ("ppdb", 0)
+  assert other["metrics"]["acc"]["count"] == own["metrics"]["acc"]["count"]
