@@ -207,8 +207,10 @@ def test_float_soundness_small_linear_step():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family,domain", [(f, interval.SOUND) for f in FAMILIES] + [
-    (f, LINEAR_STEP) for f in FAMILIES if not f.startswith("tree")])
+@pytest.mark.parametrize("family,domain", [
+    pytest.param(f, interval.SOUND, id=f) for f in FAMILIES] + [
+    pytest.param(f, LINEAR_STEP, id=f"{f}-linear_step") for f in FAMILIES
+    if not f.startswith("tree")])
 def test_float_soundness_fuzz(family, domain):
   count = int(os.environ.get("FUZZ_EXAMPLES", "200"))
   members = 0
