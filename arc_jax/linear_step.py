@@ -1,4 +1,4 @@
-"""Boxes between LSTM steps, a linear relaxation inside each step (CROWN-style, boxes in, boxes out).
+"""Boxes between LSTM steps, a linear relaxation inside each step (CROWN-style; boxes in and out).
 
 :class:`LinearStepDomain` is the interval domain (its values are :class:`~arc_jax.interval.Interval`
 boxes and every rule is inherited, so the DP's memoization, joins and structural operations are

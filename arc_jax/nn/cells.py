@@ -99,7 +99,7 @@ class LSTMCell(nnx.Module):
     """
     d = domain
     h, c = carry
-    if hasattr(d, "lstm_step"):  # a domain that relaxes the whole step (arc_jax.linear_step)
+    if hasattr(d, "lstm_step"):  # the domain bounds the whole step (arc_jax.domain's optional op)
       return d.lstm_step(carry, gates_in, recurrent, self.h2h.kernel[...], self.h2h.bias[...])
     pre = d.add(gates_in, self.recurrent(h, d) if recurrent is None else recurrent)
     i, f, o, g = split(pre, 4)
