@@ -21,6 +21,9 @@ from flax import nnx
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from arc_jax import interval as iv
+from arc_jax.certify import certify
+from arc_jax.nn import LSTMClassifier
+from arc_jax.perturbation import parse_space
 from arc_jax.linear_step import LINEAR_STEP, LinearStepDomain, _line
 from arc_jax.nn.cells import LSTMCell
 from test_float_soundness import SHAPES, random_model, random_sentence, random_space, \
@@ -146,3 +149,20 @@ def test_lines_bound_the_activation_on_their_box(fn, dtype):
 def test_only_the_rounded_variant_exists():
   with pytest.raises(ValueError, match="UNROUNDED"):
     LinearStepDomain(round_outward=False)
+
+
+def test_certify_takes_the_domain():
+  """``certify(..., domain=LINEAR_STEP)`` runs the DP in that domain: narrower logit ranges than
+  the interval domain's on a model whose gates share the state, containing the clean logits."""
+  vocab = {"<pad>": 0, "a": 1, "good": 2, "movie": 3, "film": 4, "the": 5}
+  embeddings = np.random.default_rng(0).normal(size=(len(vocab), 8))
+  model = LSTMClassifier(embeddings, hidden=16, projection=8, head_hidden=8, rngs=nnx.Rngs(0),
+                         dropout_rate=0.0)
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms={"movie": ["film"], "good": ["a"]})
+  sentences = [["the", "good", "movie", "a", "film", "the", "movie"]]
+  loose = certify(model, space, sentences, [1], vocab, batch_size=2)
+  tight = certify(model, space, sentences, [1], vocab, batch_size=2, domain=LINEAR_STEP)
+  width = lambda out: out["logits_hi"] - out["logits_lo"]
+  assert np.all(width(tight) < width(loose))
+  assert np.all(tight["logits_lo"] <= tight["clean_logits"])
+  assert np.all(tight["clean_logits"] <= tight["logits_hi"])
