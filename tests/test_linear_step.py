@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from arc_jax import interval as iv
 from arc_jax.certify import certify
-from arc_jax.nn import LSTMClassifier
-from arc_jax.perturbation import parse_space
 from arc_jax.linear_step import LINEAR_STEP, LinearStepDomain, _line
+from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.cells import LSTMCell
-from test_float_soundness import SHAPES, random_model, random_sentence, random_space, \
-  check_sequence
+from arc_jax.perturbation import parse_space
+from test_float_soundness import (SHAPES, check_sequence, random_model, random_sentence,
+                                  random_space)
 
 
 @pytest.fixture(autouse=True, scope="module")
