@@ -365,7 +365,8 @@ class LinearStepDomain(iv.IntervalDomain):
                            .shift(-c_error) for p in (0, 1)], v, True)
     c_hi, c_upper = _best([(_product_form(a_f, a_c, False, p) + _product_form(a_i, a_g, False, p))
                            .shift(c_error) for p in (0, 1)], v, False)
-    c_new = Interval(jnp.maximum(c_box.lo, c_lo), jnp.minimum(c_box.hi, c_hi))
+    # fmax / fmin: a NaN bound (none is expected) falls back to the interval step's end.
+    c_new = Interval(jnp.fmax(c_box.lo, c_lo), jnp.fmin(c_box.hi, c_hi))
     # tanh(c̄'): lines over the box of c̄', into which c̄'’s forms are substituted (slopes ≥ 0).
     t_box = self.monotone(jnp.tanh, c_new)
     at_lo = self.monotone(jnp.tanh, Interval(c_new.lo, c_new.lo))
@@ -379,7 +380,7 @@ class LinearStepDomain(iv.IntervalDomain):
     h_lo, _ = _best([_product_form(a_o, a_t, True, p).shift(-h_error) for p in (0, 1)], v, True)
     h_hi, _ = _best([_product_form(a_o, a_t, False, p).shift(h_error) for p in (0, 1)], v, False)
     h_box = self.mul_nonneg(o, t_box)
-    return Interval(jnp.maximum(h_box.lo, h_lo), jnp.minimum(h_box.hi, h_hi)), c_new
+    return Interval(jnp.fmax(h_box.lo, h_lo), jnp.fmin(h_box.hi, h_hi)), c_new
 
 
 LINEAR_STEP = LinearStepDomain()
