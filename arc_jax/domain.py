@@ -18,6 +18,13 @@ Adding a domain: write one module with a class implementing this protocol (the r
 soundness arguments) and pass an instance as ``domain=`` to :func:`arc_jax.certify.certify_model`,
 :func:`arc_jax.certify.make_certify_fn` or :func:`arc_jax.certify.tree_dp.certify_tree_model`.
 ``tests/test_domains.py`` does this for a trivial "point" domain.
+
+One optional operation: a domain that defines
+``lstm_step(carry, gates_in, recurrent, kernel, bias) -> (h', c')`` is handed each whole LSTM
+step by :meth:`arc_jax.nn.cells.LSTMCell.step` (inputs and outputs are its own values; the
+recurrent ``kernel`` and ``bias`` are W_hh and b_hh), so it can relate the gates through their
+shared input. :class:`arc_jax.linear_step.LinearStepDomain` does, with a linear relaxation inside
+the step and boxes between steps.
 """
 
 from __future__ import annotations

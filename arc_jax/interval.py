@@ -169,6 +169,16 @@ def _nonneg_matmul_upper(v: jax.Array, m: jax.Array) -> jax.Array:
   return _up(jnp.matmul(v, m, precision=PRECISION) * factor)
 
 
+def _centre_radius(x: Interval) -> tuple[jax.Array, jax.Array]:
+  """A float centre c ∈ [lo, hi] and radius r with [c − r, c + r] ⊇ [lo, hi] in real arithmetic.
+
+  c = fl((lo + hi)/2) lies in [lo, hi] by monotone rounding; r is max(hi − c, c − lo) rounded
+  up, so it is at least the real distance from c to either end.
+  """
+  c = (x.lo + x.hi) / 2
+  return c, _up(jnp.maximum(x.hi - c, c - x.lo))
+
+
 def _magnitude(x: Interval) -> jax.Array:
   """max(|lo|, |hi|): an exact bound of |x| over the box."""
   return jnp.maximum(jnp.abs(x.lo), jnp.abs(x.hi))

@@ -19,7 +19,7 @@ PACKAGE_ROOT = pathlib.Path(arc_jax.__file__).parent
 
 LAYERS = (
     {"padding", "parallel"},  # shape buckets, padding, device placement
-    {"interval", "domain", "data"},  # the interval domain and the Domain protocol; data (Tree, Batch)
+    {"interval", "linear_step", "domain", "data"},  # domains, their protocol; data
     {"perturbation"},  # spaces over strings and trees, and their plans
     {"nn"},  # the models, concrete and abstract
     {"certify", "attacks"},  # certification DPs; enumeration, HotFlip, sampling

@@ -236,15 +236,17 @@ def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequenc
 @certify.register
 def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
                       labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
-                      eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS
-                      ) -> dict[str, np.ndarray]:
+                      eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
+                      domain: Domain = iv.SOUND) -> dict[str, np.ndarray]:
   """:func:`certify` for (Bi-)LSTMs: raw token lists.
 
   The space is restricted to ``vocab`` first (``Space.restricted_to``): replacements with a word
   the model has no vector for are dropped. Sentences are grouped by length bucket and reachable
   grid (:func:`certification_order`) and certified in jitted batches, each on its reachable grid
   (:func:`reachable_signature`); the compiled functions are cached across calls (one compilation
-  per length bucket, reachable grid, model structure and space signature).
+  per length bucket, reachable grid, model structure and space signature). ``domain``: the
+  DP's abstract domain (default the sound intervals; :data:`arc_jax.linear_step.LINEAR_STEP`
+  certifies more of the models not trained for intervals, at a higher cost).
 
   Raises:
     ValueError: (one line, naming the fix) no sentences, a sentence given as a string, no labels,
@@ -267,7 +269,8 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
     plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
     y = np.zeros((batch_size,), np.int32)  # padding rows get label 0; their results are dropped
     y[:len(idx)] = labels[idx]
-    cert = certify_jit(graphdef, reachable_signature(space, plan), state, plan, y, eps)
+    cert = certify_jit(graphdef, reachable_signature(space, plan), state, plan, y, eps,
+                       domain=domain)
     parts.append(jax.tree.map(lambda a, n=len(idx): np.asarray(a)[:n], cert))
   return _in_input_order(parts, order)
 

@@ -96,6 +96,9 @@ class LSTMCell(nnx.Module):
     cell is the domain's :meth:`~arc_jax.domain.Domain.lstm_update`.
     """
     h, c = carry
+    if hasattr(domain, "lstm_step"):  # the domain bounds the whole step (Domain's optional op)
+      return domain.lstm_step(carry, gates_in, recurrent, self.h2h.kernel[...],
+                              self.h2h.bias[...])
     recurrent = self.recurrent(h, domain) if recurrent is None else recurrent
     return domain.lstm_update(gates_in, recurrent, c)
 

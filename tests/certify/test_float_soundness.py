@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from arc_jax import interval
 from arc_jax.certify import certify_jit
 from arc_jax.data.trees import Tree, from_nested
+from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import PlanBuilder, Transformation, custom, parse_space
@@ -111,11 +113,12 @@ def random_tree(rng):
   return Tree(tree.tokens, tree.left, tree.right, labels)
 
 
-def check_sequence(model, space, sentences, labels):
+def check_sequence(model, space, sentences, labels, domain=interval.SOUND):
   """Returns the number of members checked; asserts strict containment."""
   plan = PlanBuilder(space, VOCAB, min_replacement_slots=4).build(sentences, batch_size=4)
   graphdef, state = nnx.split(model)
-  cert = certify_jit(graphdef, space.signature, state, plan, jnp.asarray(labels, jnp.int32))
+  cert = certify_jit(graphdef, space.signature, state, plan, jnp.asarray(labels, jnp.int32),
+                     domain=domain)
   empty = PlanBuilder(parse_space("[]"), VOCAB, length_buckets=(16,))
   members = 0
   for b, sentence in enumerate(sentences):
@@ -163,8 +166,8 @@ def assert_contained(lo, hi, margins, logits, label, what):
   assert np.all(margins <= diffs), f"margin escape for {what}: {np.max(margins - diffs)}"
 
 
-def run_case(seed, family, dtype, shape):
-  """One random case; returns the number of members checked."""
+def run_case(seed, family, dtype, shape, domain=interval.SOUND):
+  """One random case in ``domain`` (sequence families); returns the number of members checked."""
   rng = np.random.default_rng(seed)
   scale = float(rng.choice([1.0, 3.0, 10.0]))
   model = random_model(rng, family, dtype, scale, saturate=bool(rng.integers(2)))
@@ -178,7 +181,7 @@ def run_case(seed, family, dtype, shape):
   sentences = [random_sentence(rng) for _ in range(4)]
   if max(space.count(s) for s in sentences) > 3000:
     return 0
-  return check_sequence(model, space, sentences, rng.integers(0, 3, size=4).tolist())
+  return check_sequence(model, space, sentences, rng.integers(0, 3, size=4).tolist(), domain)
 
 
 def cases(family, count, first_seed=0):
@@ -195,14 +198,25 @@ def test_float_soundness_small(family):
     run_case(1000 * i + 7, family, dtype, shape)
 
 
+def test_float_soundness_small_linear_step():
+  """The linear-step domain (arc_jax.linear_step) on the same random cases: LSTM, float32 and
+  float64 (the other sequence families in the slow fuzz)."""
+  for i, (shape, dtype) in enumerate(zip([(1, 2), (4, 3)], (np.float32, np.float64))):
+    run_case(1000 * i + 7, "lstm", dtype, shape, LINEAR_STEP)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", FAMILIES)
-def test_float_soundness_fuzz(family):
+@pytest.mark.parametrize("family,domain", [
+    pytest.param(f, interval.SOUND, id=f) for f in FAMILIES] + [
+    pytest.param(f, LINEAR_STEP, id=f"{f}-linear_step") for f in FAMILIES
+    if not f.startswith("tree")])
+def test_float_soundness_fuzz(family, domain):
   count = int(os.environ.get("FUZZ_EXAMPLES", "200"))
   members = 0
   for i, (seed, shape, dtype) in enumerate(cases(family, count)):
-    members += run_case(seed, family, dtype, shape)
-    print(f"fuzz {family}: {i + 1} cases, {members} member strings, 0 escapes", flush=True)
+    members += run_case(seed, family, dtype, shape, domain)
+    print(f"fuzz {family} {type(domain).__name__}: {i + 1} cases, {members} member strings, "
+          "0 escapes", flush=True)
 
 
 def test_escape_2_float32_weights_x10_regression():
