@@ -113,6 +113,12 @@ def random_tree(rng):
   return Tree(tree.tokens, tree.left, tree.right, labels)
 
 
+def in_chunks(members, chunk_logits, size=64):
+  """The concrete root logits of every member, computed ``size`` members at a time."""
+  return np.concatenate([chunk_logits(members[start:start + size])
+                         for start in range(0, len(members), size)])
+
+
 def check_sequence(model, space, sentences, labels, domain=interval.SOUND):
   """Returns the number of members checked; asserts strict containment."""
   plan = PlanBuilder(space, VOCAB, min_replacement_slots=4).build(sentences, batch_size=4)
@@ -124,12 +130,11 @@ def check_sequence(model, space, sentences, labels, domain=interval.SOUND):
   for b, sentence in enumerate(sentences):
     strings = list(space.enumerate(sentence))
     members += len(strings)
-    logits = []
-    for start in range(0, len(strings), 64):
-      part = empty.build(strings[start:start + 64], batch_size=64)
-      logits.append(np.asarray(predict(graphdef, state, part.token_ids, part.lengths))
-                    [:len(strings[start:start + 64])])
-    logits = np.concatenate(logits)
+    def chunk_logits(chunk):
+      part = empty.build(chunk, batch_size=64)
+      return np.asarray(predict(graphdef, state, part.token_ids, part.lengths))[:len(chunk)]
+
+    logits = in_chunks(strings, chunk_logits)
     assert_contained(cert.logits.lo[b], cert.logits.hi[b], cert.margins[b], logits, labels[b],
                      f"{sentence} under {space}")
   return members
@@ -145,13 +150,12 @@ def check_tree(model, space, trees, join):
   for b, tree in enumerate(trees):
     nesteds = list(space.enumerate(tree))
     members += len(nesteds)
-    logits = []
-    for start in range(0, len(nesteds), 64):
-      chunk = [from_nested(n) for n in nesteds[start:start + 64]]
-      part = plain.build(chunk, 64, max_nodes=32, num_steps=32)
+    def chunk_logits(chunk):
+      part = plain.build([from_nested(n) for n in chunk], 64, max_nodes=32, num_steps=32)
       out = np.asarray(predict_tree(graphdef, state, part))
-      logits.append(out[np.arange(len(chunk)), part.num_nodes[:len(chunk)] - 1])
-    logits = np.concatenate(logits)
+      return out[np.arange(len(chunk)), part.num_nodes[:len(chunk)] - 1]
+
+    logits = in_chunks(nesteds, chunk_logits)
     root = tree.num_nodes - 1
     assert_contained(cert.logits.lo[b, root], cert.logits.hi[b, root], cert.margins[b, root],
                      logits, tree.labels[root], f"{tree} under {space}")

@@ -26,6 +26,7 @@ from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
+from test_tree_perturbation import nested_trees
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -123,16 +124,7 @@ def assert_sound(model, dp_space, space, trees, budgets, every_node=True, join="
 
 @st.composite
 def labelled_trees(draw, min_leaves=1, max_leaves=6):
-  n = draw(st.integers(min_leaves, max_leaves))
-  leaves = draw(st.lists(st.sampled_from(WORDS), min_size=n, max_size=n))
-
-  def build(ws):
-    if len(ws) == 1:
-      return ws[0]
-    k = draw(st.integers(1, len(ws) - 1))
-    return (build(ws[:k]), build(ws[k:]))
-
-  tree = from_nested(build(leaves))
+  tree = from_nested(draw(nested_trees(max_leaves, WORDS, min_leaves)))
   labels = draw(st.lists(st.integers(0, 4), min_size=tree.num_nodes, max_size=tree.num_nodes))
   return Tree(tree.tokens, tree.left, tree.right, tuple(labels))
 

@@ -36,9 +36,9 @@ def tree_of(nested, root_label=1):
 
 
 @st.composite
-def nested_trees(draw, max_leaves=6, words=WORDS):
-  """Random binary trees with 1..max_leaves leaves, as nested pairs."""
-  n = draw(st.integers(1, max_leaves))
+def nested_trees(draw, max_leaves=6, words=WORDS, min_leaves=1):
+  """Random binary trees with min_leaves..max_leaves leaves, as nested pairs."""
+  n = draw(st.integers(min_leaves, max_leaves))
   leaves = draw(st.lists(st.sampled_from(words), min_size=n, max_size=n))
 
   def build(ws):
