@@ -19,7 +19,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-METRIC_LABELS = {"acc": "Acc", "hf": "HF Acc", "cf": "CF Acc", "ex": "EX Acc"}
+METRIC_LABELS = {"acc": "Acc", "hf": "HF Acc", "cf": "CF Acc", "ex": "EX Acc",
+                 "exact": "exact Acc (verifier)"}
 
 
 def read_metrics(path) -> tuple[list[dict], list[dict]]:
@@ -62,7 +63,8 @@ def robustness_vs_delta(series: dict[str, dict[int, dict[str, float]]], metrics:
   """Metric (percent) against δ, one line per (series, metric).
 
   Args:
-    series: label → δ → metric name → value in percent (missing δs and metrics are skipped).
+    series: label → δ → metric name → value in percent (missing δs and metrics are skipped);
+      ``<metric>_upper`` values, where every δ of a line has one, shade the band up to them.
     metrics: which metrics to draw (keys of ``METRIC_LABELS``).
     output: the PNG path.
     title: the figure title.
@@ -74,7 +76,11 @@ def robustness_vs_delta(series: dict[str, dict[int, dict[str, float]]], metrics:
       xs = sorted(d for d in points if metric in points[d])
       if xs:
         name = METRIC_LABELS[metric] if len(series) == 1 else f"{label} {METRIC_LABELS[metric]}"
-        ax.plot(xs, [points[d][metric] for d in xs], marker="o", label=name)
+        line, = ax.plot(xs, [points[d][metric] for d in xs], marker="o", label=name)
+        upper = f"{metric}_upper"  # the verifier's unknowns: the true value lies in the band
+        if all(upper in points[d] for d in xs):
+          ax.fill_between(xs, [points[d][metric] for d in xs], [points[d][upper] for d in xs],
+                          color=line.get_color(), alpha=0.25)
   ax.set(xlabel="δ", ylabel="%", title=title)
   ax.set_xticks(sorted({d for points in series.values() for d in points}))
   if sizes:

@@ -180,7 +180,9 @@ def cells() -> list[Cell]:
     space = f"[(Ins,{delta}),(Sub,{delta})]"
     evaluations = lstm_evaluations(arc_ins, space, ex=delta <= 3,
                                    minutes={1: 5, 2: 40, 3: 240, 4: 15, 5: 20}[delta])
-    evaluations += (Evaluation(arc_ins, space, ("size",), minutes=5),)
+    evaluations += (Evaluation(arc_ins, space, ("size",), minutes=5),
+                    # the complete verifier (issue 15): exact robustness where EX is hopeless
+                    Evaluation(arc_ins, space, ("exact",), minutes=4 * delta))
     cf = paper.DELTA_FIGURE_TEXT["cf_at_delta_5"] if delta == 5 else None
     out.append(Cell("δ figure", "ARC LSTM [(Ins,2),(Sub,2)]", f"δ={delta}", evaluations,
                     {"cf": cf} if cf else {}))
@@ -380,7 +382,8 @@ def _fmt(value: float | None) -> str:
 
 
 def measured(cell: Cell) -> dict[str, float]:
-  """Metric → percent, over the cell's results files (``size``: the largest space size)."""
+  """Metric → percent, over the cell's results files (``size``: the largest space size;
+  ``exact_upper``: the exact verifier's proofs plus its unknowns, the most ``exact`` can be)."""
   out = {}
   for evaluation in cell.evaluations:
     results = find_result(evaluation)
@@ -390,6 +393,8 @@ def measured(cell: Cell) -> dict[str, float]:
       value = results["metrics"][metric]
       out[metric] = value.get("max", value.get("value")) if metric == "size" else \
           100 * value["value"]
+      if metric == "exact":
+        out["exact_upper"] = 100 * (value["proofs"] + value["unknowns"]) / value["total"]
   return out
 
 
@@ -414,9 +419,13 @@ def tables(selected: list[Cell], runs_dir: Path) -> str:
   active = _active_workdirs(runs_dir)
   parts = []
   for table in dict.fromkeys(c.table for c in selected):
-    lines = [f"### {table}", "", "| row | space | run | Acc | HF | CF | EX | paper Acc / HF / CF "
-             "/ EX | gaps > 3 | state |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for cell in (c for c in selected if c.table == table):
+    in_table = [c for c in selected if c.table == table]
+    exact = any("exact" in e.metrics for c in in_table for e in c.evaluations)
+    lines = [f"### {table}", "", "| row | space | run | Acc | HF | CF | EX | "
+             + ("exact (≤ with unknowns) | " if exact else "")
+             + "paper Acc / HF / CF / EX | gaps > 3 | state |",
+             "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if exact else "")]
+    for cell in in_table:
       ours = measured(cell)
       state = cell_state(cell, runs_dir, active)
       gaps = [f"{m.upper()} {ours[m] - cell.paper[m]:+.1f}" for m in METRICS
@@ -426,6 +435,8 @@ def tables(selected: list[Cell], runs_dir: Path) -> str:
       run = cell.evaluations[0].run
       lines.append(f"| {cell.row} | `{cell.column}` | {run.name}{_model_size(run)} | "
                    + " | ".join(_fmt(ours.get(m)) for m in METRICS)
+                   + (f" | {_fmt(ours.get('exact'))} (≤ {_fmt(ours.get('exact_upper'))})"
+                      if exact else "")
                    + f" | {paper_values} | {', '.join(gaps)} | {_short(state)} |")
     parts.append("\n".join(lines))
   return "\n\n".join(parts) + "\n"
@@ -448,7 +459,7 @@ def figures(all_cells: list[Cell]) -> list[Path]:
       delta_points[delta] = values
   if delta_points:
     written.append(plots.robustness_vs_delta(
-        {"ARC LSTM": delta_points}, ("acc", "hf", "cf", "ex"), FIGURES / "delta.png",
+        {"ARC LSTM": delta_points}, ("acc", "hf", "exact", "ex", "cf"), FIGURES / "delta.png",
         "ARC LSTM trained on [(Ins,2),(Sub,2)], tested on [(Ins,δ),(Sub,δ)]", sizes or None))
   for first in ("Del", "Ins"):
     series: dict[str, dict[int, dict[str, float]]] = {}

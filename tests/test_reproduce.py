@@ -26,6 +26,9 @@ def test_every_cell_of_the_paper_is_known_once():
   delta_ex = [("ex" in e.metrics) for c in cells if c.table == "δ figure"
               for e in c.evaluations if "acc" in e.metrics]
   assert delta_ex == [True, True, True, False, False]  # EX for δ ≤ 3 only
+  delta_exact = [any("exact" in e.metrics for e in c.evaluations) for c in cells
+                 if c.table == "δ figure"]
+  assert delta_exact == [True] * 5  # the complete verifier at every δ
   assert {c.table for c in cells} >= {"Table 3", "Table 4", "Table 5", "[(Sub,3)]",
                                       "ARC-A3T table", "ARC-A3T figures"}
   for run in {e.run for cell in cells for e in cell.evaluations}:  # every run's row exists
@@ -68,6 +71,21 @@ def test_states_and_tables_come_from_the_files(tmp_path, monkeypatch):
   assert "--first" in first_100.evaluations[0].args()
 
 
+def test_exact_cells_show_their_unknowns(tmp_path, monkeypatch):
+  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  cell = next(c for c in reproduce.cells() if c.id == "δ_figure/arc_lstm_ins_2_sub_2/δ_5")
+  folder = tmp_path / "results" / cell.evaluations[0].run.name
+  (folder / "eval").mkdir(parents=True)
+  (folder / "model").mkdir()
+  (folder / "model" / "meta.json").write_text("{}")
+  exact = _results("[(Ins,5),(Sub,5)]", ("exact",), count=6)
+  exact["metrics"]["exact"].update(proofs=6, unknowns=2, counterexamples=2)
+  (folder / "eval" / "test_Ins5Sub5_exact.json").write_text(json.dumps(exact))
+  assert reproduce.measured(cell) == {"exact": 60.0, "exact_upper": 80.0}
+  table = reproduce.tables([cell], tmp_path / "runs")
+  assert "exact (≤ with unknowns)" in table and "| 60.0 (≤ 80.0) |" in table
+
+
 def test_readme_keeps_the_prose_around_the_generated_tables(tmp_path, monkeypatch):
   monkeypatch.setattr(reproduce, "RESULTS", tmp_path)
   (tmp_path / "README.md").write_text(f"# Results\nbefore\n{reproduce.GENERATED_BEGIN}\nold\n"
@@ -100,8 +118,10 @@ def test_figures_are_drawn_from_the_json(tmp_path):
        "dev_cf_acc": 0.5, "best_epoch": 1}]) + "\n")
   assert plots.main([str(tmp_path)]) == 0
   assert (tmp_path / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
-  out = plots.robustness_vs_delta({"ARC": {1: {"cf": 70.0, "ex": 75.0}, 2: {"cf": 60.0}}},
-                                  ("cf", "ex"), tmp_path / "delta.png", "δ",
+  out = plots.robustness_vs_delta({"ARC": {1: {"cf": 70.0, "ex": 75.0, "exact": 74.0,
+                                                "exact_upper": 76.0},
+                                            2: {"cf": 60.0, "exact": 65.0, "exact_upper": 70.0}}},
+                                  ("cf", "ex", "exact"), tmp_path / "delta.png", "δ",
                                   sizes={1: 10.0, 2: 1e4})
   assert out.read_bytes()[:4] == b"\x89PNG"
   assert plots.main([str(tmp_path / "missing")]) == 2
