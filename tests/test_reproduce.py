@@ -78,10 +78,10 @@ def test_exact_cells_show_their_unknowns(tmp_path, monkeypatch):
   (folder / "eval").mkdir(parents=True)
   (folder / "model").mkdir()
   (folder / "model" / "meta.json").write_text("{}")
-  exact = _results("[(Ins,5),(Sub,5)]", ("exact",), count=6)
+  exact = _results("[(Ins,5),(Sub,5)]", ("exact",), count=6, space_size={"max": 10**10})
   exact["metrics"]["exact"].update(proofs=6, unknowns=2, counterexamples=2)
   (folder / "eval" / "test_Ins5Sub5_exact.json").write_text(json.dumps(exact))
-  assert reproduce.measured(cell) == {"exact": 60.0, "exact_upper": 80.0}
+  assert reproduce.measured(cell) == {"exact": 60.0, "exact_upper": 80.0, "size": 10**10}
   table = reproduce.tables([cell], tmp_path / "runs")
   assert "exact (≤ with unknowns)" in table and "| 60.0 (≤ 80.0) |" in table
 
