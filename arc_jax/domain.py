@@ -51,8 +51,17 @@ class Domain(Protocol):
   def to_box(self, x: Value) -> Interval:
     """A box containing every concrete value of ``x`` (the boundary: what certificates report)."""
 
+  exact_on_points: bool
+  """Whether the rules map a point (:meth:`lift`) to the point the concrete operations compute.
+  Only then do the certification DPs read x's own features off the unperturbed slot
+  (:meth:`representative`); otherwise they run the concrete forward pass for them. A domain that
+  rounds outward widens points, and the recurrence amplifies the widening along a sentence
+  (interval wrapping): on a trained LSTM and a 36-word test sentence, the lower ends of the
+  unperturbed slot's box gave logits 1.05 away from the concrete ones, a flipped prediction."""
+
   def representative(self, x: Value) -> jax.Array:
-    """One concrete array of ``x``'s set (clean features: ``x`` holds the clean input alone)."""
+    """One concrete array of ``x``'s set (the clean features when ``x`` holds the clean input
+    alone and :attr:`exact_on_points`)."""
 
   def top(self, like: Value) -> Value:
     """The value holding everything, of the shape and dtype of ``like``."""

@@ -227,9 +227,14 @@ class IntervalDomain:
     """The value as a box (it is one): what certificates report."""
     return as_interval(x)
 
+  @property
+  def exact_on_points(self) -> bool:
+    """Points stay points exactly when ends are rounded to nearest (every rule then computes the
+    concrete operation on them); outward rounding widens them."""
+    return not self.round_outward
+
   def representative(self, x: Value) -> jax.Array:
-    """A concrete array inside the box (its lower ends); the clean features of slot 0, whose box
-    holds x alone up to rounding."""
+    """A concrete array inside the box (its lower ends)."""
     return as_interval(x).lo
 
   def top(self, like: Value) -> Interval:

@@ -43,6 +43,8 @@ class PointDomain:
   two different states in a one-member space would fail the comparison instead of passing by
   accident."""
 
+  exact_on_points = True
+
   def lift(self, x):
     return x
 

@@ -322,6 +322,8 @@ def attention_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   # (B, G, H_in): one softmax per slot, over its L_C positions; then the join over the slots.
   pooled = model.attend(box, mask, domain)
   joined = domain.hull(pooled, reachable, axis=1)
+  if not domain.exact_on_points:  # slot 0 is x's box, not x's point: see Domain.exact_on_points
+    return joined, model.features(plan.token_ids, plan.lengths)
   origin = jax.tree.map(lambda a: a[:, 0], box)  # slot 0 is x alone
   clean = model.attend(domain.representative(origin), mask[:, 0])
   return joined, clean

@@ -278,4 +278,6 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
       h = domain.divide(sums, _slot_lengths(sig, p.lengths)[..., None].astype(z.dtype))
     boxes.append(_join_slots(h, valid, domain))
     cleans.append(domain.representative(jax.tree.map(lambda a: _origin(a, rank), h)))
+  if not domain.exact_on_points:  # slot 0 is x's box, not x's point: see Domain.exact_on_points
+    return concatenate(boxes), model.features(plan.token_ids, plan.lengths)
   return concatenate(boxes), jnp.concatenate(cleans, -1)

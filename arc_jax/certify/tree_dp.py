@@ -288,6 +288,8 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
   at_root = lambda x: x[jnp.arange(rows), root]
   certified = (jnp.all(jnp.where(at_root(others), at_root(margins) > 0, True), axis=1)
                & at_root(labelled) & (jnp.asarray(batch.num_nodes) > 0))
-  clean = model.out(domain.representative(jax.tree.map(lambda a: a[:, :, 0], features)))
+  clean = (model.out(domain.representative(jax.tree.map(lambda a: a[:, :, 0], features)))
+           if domain.exact_on_points  # see Domain.exact_on_points
+           else model.logits(model.node_states(batch, in_scale), out_scale))
   return Certificate(logits, clean, margins, certified, root)
 

@@ -235,3 +235,38 @@ def test_escape_2_float32_weights_x10_regression():
     model = random_model(rng, "lstm", np.float32, 10.0, saturate=False)
     sentences = [random_sentence(rng) for _ in range(4)]
     check_sequence(model, space, sentences, rng.integers(0, 3, size=4).tolist())
+
+
+@pytest.mark.parametrize("family", ["lstm", "bilstm", "mean", "tree_after_cell"])
+def test_clean_logits_are_the_concrete_forward_pass(family):
+  """A certificate's clean logits are x's own. The sound domain widens the point x at every
+  rounding and the recurrence amplifies the widening along a long input (here 60 words: the
+  logit box of S(x) = {x} is checked to be over 20 times the tolerance wide), so a point of that
+  box is not x's logits (reading its lower ends fails this test for every family): the DPs run
+  the concrete forward pass for them (``Domain.exact_on_points``)."""
+  rng = np.random.default_rng(0)
+  model = random_model(rng, family, np.float32, 3.0, saturate=False)
+  graphdef, state = nnx.split(model)
+  words = rng.choice(WORDS, size=60).tolist()
+  if family.startswith("tree"):
+    nested = words[0]
+    for word in words[1:]:  # a caterpillar: 59 cell steps from the first leaf to the root
+      nested = (nested, word)
+    tree = from_nested(nested)
+    tree = Tree(tree.tokens, tree.left, tree.right, (0,) * tree.num_nodes)
+    space = tree_space(parse_space("[]"))
+    batch = TreeBatchBuilder(VOCAB, space, width=8).build([tree], 1, max_nodes=128,
+                                                          num_steps=64)
+    cert = certify_jit(graphdef, space.signature, state, batch, batch.labels)
+    concrete = predict_tree(graphdef, state, batch)
+    real = np.arange(batch.shape[1]) < tree.num_nodes
+    logits, clean, concrete = ((np.asarray(a)[:, real]) for a in (cert.logits.hi - cert.logits.lo,
+                                                                   cert.clean_logits, concrete))
+  else:
+    space = parse_space("[]")
+    plan = PlanBuilder(space, VOCAB).build([words], batch_size=1)
+    cert = certify_jit(graphdef, space.signature, state, plan, jnp.zeros(1, jnp.int32))
+    concrete = predict(graphdef, state, plan.token_ids, plan.lengths)
+    logits, clean = np.asarray(cert.logits.hi - cert.logits.lo), np.asarray(cert.clean_logits)
+  assert np.max(logits) > 2e-4, "the box of x is too narrow for this test to fail"
+  np.testing.assert_allclose(clean, concrete, rtol=1e-5, atol=1e-5)
