@@ -51,7 +51,7 @@ def main() -> None:
   config.data_dir = str(data_folder(None))
   spec = args.space or config.space
   experiment = build_experiment(config)
-  params, _ = _restore(run, experiment, "best")
+  params, _ = _restore(run, experiment, "best", experiment.data_fingerprint())
   graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
   test = experiment.splits["test"]
   n = len(test) if args.first is None else min(args.first, len(test))

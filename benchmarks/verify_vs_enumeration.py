@@ -2,7 +2,7 @@
 
     python benchmarks/verify_vs_enumeration.py --workdir RUN [--space SPEC] [--limit 200]
         [--window-rule last] [--blocks 1] [--enumerate-below 64] [--max-nodes 4096]
-        [--no-ex]
+        [--no-ex] [--domain interval|linear_step]
 
 On the first ``limit`` test sentences of the run's checkpoint, times :func:`arc_jax.verify.verify`
 and the EX protocol (:func:`arc_jax.attacks.exhaustive_robustness`, with the DP's certificates as
@@ -29,6 +29,7 @@ from arc_jax.nn import predict
 from arc_jax.train.checkpoints import RunDirectory
 from arc_jax.train.experiment import build_experiment
 from arc_jax.verify import NOT_ROBUST, ROBUST, UNKNOWN, WINDOW_RULES, verify
+from linear_step_cf import DOMAINS
 
 
 def main() -> None:
@@ -41,6 +42,8 @@ def main() -> None:
   parser.add_argument("--enumerate-below", type=int, default=64)
   parser.add_argument("--max-nodes", type=int, default=4096)
   parser.add_argument("--ex", action=argparse.BooleanOptionalAction, default=True)
+  parser.add_argument("--domain", choices=tuple(DOMAINS), default="interval",
+                      help="the verifier's certification domain (EX's shortcut stays interval)")
   args = parser.parse_args()
 
   run = RunDirectory(args.workdir)
@@ -48,7 +51,7 @@ def main() -> None:
   if args.space:
     config.space = args.space
   experiment = build_experiment(config)
-  params, _ = _restore(run, experiment, "best")
+  params, _ = _restore(run, experiment, "best", experiment.data_fingerprint())
   graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
   test = experiment.splits["test"]
   sentences, labels = test.tokens[:args.limit], np.asarray(test.labels[:args.limit])
@@ -58,10 +61,12 @@ def main() -> None:
   tic = time.perf_counter()
   result = verify(graphdef, state, space, sentences, labels, vocab, window_rule=args.window_rule,
                   blocks=args.blocks, enumerate_below=args.enumerate_below,
-                  max_nodes=args.max_nodes, min_replacement_slots=slots)
+                  max_nodes=args.max_nodes, min_replacement_slots=slots,
+                  domain=DOMAINS[args.domain])
   verify_s = time.perf_counter() - tic
   out = {"benchmark": "verify_vs_enumeration", "run": str(run.path), "space": config.space,
-         "sentences": len(sentences), "window_rule": args.window_rule, "blocks": args.blocks,
+         "sentences": len(sentences), "domain": args.domain, "window_rule": args.window_rule,
+         "blocks": args.blocks,
          "enumerate_below": args.enumerate_below, "max_nodes": args.max_nodes,
          "choices_median": int(np.median([v.choices for v in result.verdicts])),
          "choices_max": int(max(v.choices for v in result.verdicts)),

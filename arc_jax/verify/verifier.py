@@ -42,8 +42,10 @@ import numpy as np
 from flax import nnx
 
 from arc_jax.attacks.hotflip import hotflip_candidates
+from arc_jax import interval as iv
 from arc_jax.certify.api import certify_jit
 from arc_jax.data.batching import make_batch
+from arc_jax.domain import Domain
 from arc_jax.nn.models import predict
 from arc_jax.perturbation.plans import PlanBuilder
 from arc_jax.perturbation.spaces import Space, Tokens
@@ -127,11 +129,17 @@ class _Model:
   """Concrete predictions and DP certificates of one model, at fixed batch shapes."""
 
   def __init__(self, graphdef, state, space: Space, vocab: Mapping[str, int], rows: int,
-               predict_rows: int, min_replacement_slots: int):
+               predict_rows: int, min_replacement_slots: int, domain: Domain):
     self.model_graphdef, self.model_state = nnx.split(nnx.merge(graphdef, *(
         state if isinstance(state, tuple) else (state,))))
     self.space, self.vocab, self.rows, self.predict_rows = space, vocab, rows, predict_rows
     self.builder = PlanBuilder(space, vocab, min_replacement_slots=min_replacement_slots)
+    self.domain = domain
+
+  def certified(self, plan, labels: np.ndarray) -> np.ndarray:
+    """The DP's certificates (bool (rows,)) of a plan's rows, in the verifier's domain."""
+    return np.asarray(certify_jit(self.model_graphdef, self.space.signature, self.model_state,
+                                  plan, labels, domain=self.domain).certified)
 
   def classify(self, strings: Sequence[Tokens]) -> np.ndarray:
     """Predicted classes (len(strings),), in batches of ``predict_rows`` sorted by length."""
@@ -150,9 +158,7 @@ class _Model:
     """Whether the DP certifies each node of one sentence (bool (len(nodes),))."""
     base = self.builder.build([tokens])
     plan = sub.lower(base, self.space, self.vocab, nodes, self.rows)
-    labels = np.full((self.rows,), label, np.int32)
-    cert = certify_jit(self.model_graphdef, self.space.signature, self.model_state, plan, labels)
-    return np.asarray(cert.certified)[:len(nodes)]
+    return self.certified(plan, np.full((self.rows,), label, np.int32))[:len(nodes)]
 
 
 def _choose_window(space: Space, node: sub.SubSpace, rule: str) -> tuple[int, int] | None:
@@ -225,7 +231,8 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
            labels: Sequence[int], vocab: Mapping[str, int], *, window_rule: str = "last",
            blocks: int = 1, enumerate_below: int = 64, max_nodes: int = 4096, rows: int = 32,
            predict_rows: int = 256, samples: int = 32, beam: int = 5,
-           min_replacement_slots: int = 1, seed: int = 0) -> VerifyResult:
+           min_replacement_slots: int = 1, seed: int = 0, domain: Domain = iv.SOUND
+           ) -> VerifyResult:
   """Exact robustness of n examples (see the module docstring).
 
   Args:
@@ -245,6 +252,9 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
     beam: HotFlip beam width (0: no HotFlip).
     min_replacement_slots: as :class:`PlanBuilder` (the largest synonym list keeps one shape).
     seed: the sampling seed.
+    domain: the abstract domain of every certification (a sound one:
+      :data:`arc_jax.interval.SOUND`, or :data:`arc_jax.linear_step.LINEAR_STEP`, tighter and
+      slower).
   """
   if window_rule not in WINDOW_RULES:
     raise ValueError(f"Unknown window_rule {window_rule!r}; choose one of {WINDOW_RULES}.")
@@ -258,7 +268,8 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
   if len(labels) != len(sentences):
     raise ValueError(f"Got {len(sentences)} sentences and {len(labels)} labels; pass one each.")
   space = space.restricted_to(vocab)
-  model = _Model(graphdef, state, space, vocab, rows, predict_rows, min_replacement_slots)
+  model = _Model(graphdef, state, space, vocab, rows, predict_rows, min_replacement_slots,
+                 domain)
   rng = np.random.default_rng(seed)
   n = len(sentences)
   choices = [sub.count(space, sub.full(space, s)) for s in sentences]
@@ -278,8 +289,7 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
     plan = model.builder.build([sentences[i] for i in chunk], batch_size=rows)
     y = np.zeros((rows,), np.int32)
     y[:len(chunk)] = labels[chunk]
-    ok = np.asarray(certify_jit(model.model_graphdef, space.signature, model.model_state,
-                                plan, y).certified)
+    ok = model.certified(plan, y)
     for i, good in zip(chunk, ok):
       certified_nodes[i] += 1
       if good:
