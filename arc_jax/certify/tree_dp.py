@@ -32,12 +32,18 @@ then joined (the original joins the slots first).
 
 Layout: the decomposition grid (δ_1+1, …, δ_m+1) is flattened to C slots (row-major, the order of
 ``np.ndindex``). The splits (c', c'') with c' + c'' ≤ δ are P static index pairs (numpy), so a
-node's merge is one batched cell call on P slot pairs: each child's share of the gate
-pre-activations is computed once per slot (C affine maps, :class:`TreeLSTMCell`) and the pairs
-only add them. The join over the splits of each target slot is a static gather (C, P_max) and a
-masked min/max. Leaves are computed for the whole batch at once; internal nodes by
-:func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step; its gradient recomputes each step
-from the filled buffer, so under ``jax.grad`` no step's (W, P, 5H) boxes are stored.
+node's merge is one batched cell call on its valid splits: a split is valid when both children's
+slots are (16% of the splits of the real nodes of SST training batches, [(Del,2),(Sub,2)]). A step gathers its valid splits into K
+rows, K the smallest of :func:`split_capacities` (W·P/16 … W·P) that holds their count, computes
+each child's share of the gate pre-activations once per slot that a valid split uses (these are
+no more than the splits, :class:`TreeLSTMCell`), adds the shares of each split and runs the rest
+of the cell on the K rows; the join over the splits of each target slot is a static gather
+(C, P_max) of their rows and a masked min/max. Which splits are valid depends on the trees only,
+and every valid split is computed at every capacity that covers the count, so the boxes are
+those of the cell on every split, whatever K. Leaves are computed for the batch's leaves at
+once; internal nodes by :func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step, each step
+at the capacity of its count (``lax.switch``); its gradient recomputes each step from the filled
+buffer, so under ``jax.grad`` no step's (K, 5H) boxes are stored.
 """
 
 from __future__ import annotations
@@ -183,24 +189,23 @@ def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Arr
     flat_ok = ok_p.reshape(-1)
     split = jnp.nonzero(flat_ok, size=capacity, fill_value=0)[0]  # (K,) flat ids w·P + p
     entry, pair = split // len(a), split % len(a)
+    slots = len(tables.decomposition)
+    child_slot = lambda side: entry * slots + jnp.asarray(side)[pair]  # (K,) flat ids w·C + c
+    flat = lambda x: jax.tree.map(lambda v: v.reshape((-1,) + v.shape[2:]), x)  # (W·C, ...)
 
-    slot_count = len(tables.decomposition)
-
-    def share(h, slots, side):
-      """The child's share (K, 5H) in each computed split, computed once per child slot that a
-      valid split uses (these are no more than the valid splits)."""
-      used = jnp.any(ok_p[:, :, None] & (slots[:, None] == np.arange(slot_count)), axis=1)
-      used = used.reshape(-1)  # (W·C,) flat ids w·C + c
+    def share(h, side_slots, side):
+      """The child's share (K, 5H) of each computed split's pre-activations, computed once per
+      child slot that a valid split uses (these are no more than the valid splits)."""
+      used = jnp.any(ok_p[:, :, None] & (side_slots[:, None] == np.arange(slots)), axis=1)
+      used = used.reshape(-1)  # (W·C,)
       row = jnp.nonzero(used, size=min(capacity, used.shape[0]), fill_value=0)[0]
-      flat_h = jax.tree.map(lambda v: v.reshape((-1,) + v.shape[2:])[row], h)
-      box = cell.child_pre_activations(flat_h, side, dom)  # (rows, 5H)
+      box = cell.child_pre_activations(jax.tree.map(lambda v: v[row], flat(h)), side, dom)
       position = jnp.cumsum(used) - 1  # of each used slot among the rows
-      return jax.tree.map(lambda v: v[position[entry * slot_count + jnp.asarray(slots)[pair]]],
-                          box)
+      return jax.tree.map(lambda v: v[position[child_slot(side_slots)]], box)
 
-    rows = lambda x, slots: jax.tree.map(lambda v: v[entry, jnp.asarray(slots)[pair]], x)
     pre = dom.add(share(h_l, a, 0), share(h_r, b, 1))  # (K, 5H)
-    c_pairs = (rows(c_l, a), rows(c_r, b))
+    c_pairs = tuple(jax.tree.map(lambda v: v[child_slot(side)], flat(c))
+                    for c, side in ((c_l, a), (c_r, b)))
     ok = ok_p[:, tables.join_index] & tables.join_mask  # (W, C, P_max)
     position = (jnp.cumsum(flat_ok) - 1).reshape(ok_p.shape)[:, tables.join_index]
     splits = lambda box: _join_over(dom, jax.tree.map(lambda v: v[position], box), ok, axis=2)
