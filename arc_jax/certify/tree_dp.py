@@ -236,12 +236,13 @@ def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Arr
   return combine
 
 
-def _valid_splits(sig: TreeSignature, left, right, nodes) -> jax.Array:
+def _valid_splits(sig: TreeSignature, noop: int, left, right, nodes) -> jax.Array:
   """The number of valid splits (both children's slots valid) of a step's entries: the work of
-  its merge (padding entries read the no-op row, whose slots are all invalid)."""
+  its merge. Padding entries read the no-op row, whose slots are all invalid; a step with a real
+  entry counts at least 1 (every real node has the valid split (0, 0)), so it is never skipped."""
   tables = _tables(sig)
-  del nodes
-  return jnp.sum(left[2][:, tables.pair_left] & right[2][:, tables.pair_right])
+  count = jnp.sum(left[2][:, tables.pair_left] & right[2][:, tables.pair_right])
+  return jnp.maximum(count, jnp.any(nodes != noop).astype(count.dtype))
 
 
 def split_capacities(sig: TreeSignature, width: int) -> tuple[int, ...]:
@@ -269,7 +270,7 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
   cell_graph, cell_state = nnx.split(model.cell)
   combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch), join, domain)
   h, _, valid = bottom_up(buffer, batch, combine, cell_state,
-                          demand=functools.partial(_valid_splits, sig),
+                          demand=functools.partial(_valid_splits, sig, rows * n_pad),
                           capacities=split_capacities(sig, batch.schedule.shape[1]))
   unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
   return jax.tree.map(unflat, h), unflat(valid)

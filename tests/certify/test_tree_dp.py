@@ -195,7 +195,7 @@ def test_merge_step_at_every_capacity_is_the_cell_on_every_valid_split(seed, joi
   no_children = (jnp.zeros(width + 1, jnp.int32),) * 2
   combine = jax.jit(tree_dp._merge_rule(graphdef, sig, jnp.zeros(width + 1, jnp.int32),
                                         no_children, join, iv.SOUND), static_argnums=4)
-  demand = int(tree_dp._valid_splits(sig, left, right, nodes))
+  demand = int(tree_dp._valid_splits(sig, width, left, right, nodes))
   capacities = tree_dp.split_capacities(sig, width)
   assert capacities[-1] == width * len(tables.pair_left)
 
