@@ -32,12 +32,18 @@ then joined (the original joins the slots first).
 
 Layout: the decomposition grid (δ_1+1, …, δ_m+1) is flattened to C slots (row-major, the order of
 ``np.ndindex``). The splits (c', c'') with c' + c'' ≤ δ are P static index pairs (numpy), so a
-node's merge is one batched cell call on P slot pairs: each child's share of the gate
-pre-activations is computed once per slot (C affine maps, :class:`TreeLSTMCell`) and the pairs
-only add them. The join over the splits of each target slot is a static gather (C, P_max) and a
-masked min/max. Leaves are computed for the whole batch at once; internal nodes by
-:func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step; its gradient recomputes each step
-from the filled buffer, so under ``jax.grad`` no step's (W, P, 5H) boxes are stored.
+node's merge is one batched cell call on its valid splits: a split is valid when both children's
+slots are (16% of the splits of the real nodes of SST training batches, [(Del,2),(Sub,2)]). A step gathers its valid splits into K
+rows, K the smallest of :func:`split_capacities` (W·P/16 … W·P) that holds their count, computes
+each child's share of the gate pre-activations once per slot that a valid split uses (these are
+no more than the splits, :class:`TreeLSTMCell`), adds the shares of each split and runs the rest
+of the cell on the K rows; the join over the splits of each target slot is a static gather
+(C, P_max) of their rows and a masked min/max. Which splits are valid depends on the trees only,
+and every valid split is computed at every capacity that covers the count, so the boxes are
+those of the cell on every split, whatever K. Leaves are computed for the batch's leaves at
+once; internal nodes by :func:`~arc_jax.nn.tree_models.bottom_up`, W nodes per step, each step
+at the capacity of its count (``lax.switch``); its gradient recomputes each step from the filled
+buffer, so under ``jax.grad`` no step's (K, 5H) boxes are stored.
 """
 
 from __future__ import annotations
@@ -121,58 +127,88 @@ def _join_over(domain: Domain, box: iv.Value, ok: jax.Array, axis: int) -> iv.Va
   return domain.hull(box, ok, axis, empty=domain.lift(jnp.zeros((), box.dtype)))
 
 
-def _leaf_slots(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch, eps: jax.Array,
-                in_scale: jax.Array | None, domain: Domain):
-  """Leaf rules for every node of the batch: (h, c) (B, N, C, H), valid (B, N, C).
+def _leaf_buffer(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch,
+                 eps: jax.Array, in_scale: jax.Array | None, domain: Domain):
+  """The node buffer with the leaf rules filled in: (h, c) (B·N + 1, C, H) and valid
+  (B·N + 1, C), row ``b·N + n`` for node n of tree b; internal, padding and no-op rows ⊥.
 
-  The word's own state is a box a few rounding errors wide in the sound interval domain (every
-  concrete evaluation of the leaf lies inside, :mod:`arc_jax.interval`), not a point.
+  The rules run on the leaves only, gathered into B·⌈N/2⌉ rows: a binary tree of n ≤ N nodes
+  has (n + 1)/2 leaves, so none is left out. The word's own state is a box a few rounding errors
+  wide in the sound interval domain (every concrete evaluation of the leaf lies inside,
+  :mod:`arc_jax.interval`), not a point.
   """
   d = domain
   tables = _tables(sig)
   rows, n_pad = batch.shape
-  pre = model.input_pre_activation(batch.token_ids, in_scale, d)  # (B, N, H)
+  flat = lambda x: jnp.asarray(x).reshape((1, rows * n_pad) + jnp.shape(x)[2:])
+  is_leaf = flat((jnp.asarray(batch.left) < 0)
+                 & (jnp.arange(n_pad)[None, :] < jnp.asarray(batch.num_nodes)[:, None]))[0]
+  leaf = jnp.nonzero(is_leaf, size=rows * ((n_pad + 1) // 2), fill_value=rows * n_pad + 1)[0]
+  at_leaves = lambda x: flat(x).at[:, leaf].get(mode="fill", fill_value=0)  # (1, L, ...)
+  scale = None if in_scale is None else at_leaves(in_scale)
+  pre = model.input_pre_activation(at_leaves(batch.token_ids), scale, d)  # (1, L, H)
   h0, c0 = model.cell.leaf(d.monotone(jax.nn.relu, pre), d)
-  is_leaf = (jnp.asarray(batch.left) < 0) & (
-      jnp.arange(n_pad)[None, :] < jnp.asarray(batch.num_nodes)[:, None])
+  real = at_leaves(is_leaf[None])
   zeros = d.lift(jnp.zeros(h0.shape, h0.dtype))
-  slots = [(zeros, zeros, jnp.zeros_like(is_leaf))] * len(tables.decomposition)  # ⊥
-  slots[0] = (h0, c0, is_leaf)  # the word itself
+  slots = [(zeros, zeros, jnp.zeros_like(real))] * len(tables.decomposition)  # ⊥
+  slots[0] = (h0, c0, real)  # the word itself
   if SUB in tables.unit:
     # Every synonym's projection lies in the hull (ε = 1), and the leaf step is sound for boxes.
-    candidates = model.input_pre_activation(batch.substitutes, in_scale, d)  # (B, N, R, H)
-    mask = jnp.asarray(batch.substitute_mask)
+    candidates = model.input_pre_activation(at_leaves(batch.substitutes), scale, d)  # (1, L, R, H)
+    mask = at_leaves(batch.substitute_mask)
     box = d.shrink_towards(d.hull(candidates, mask, axis=2, empty=pre), pre, eps)
     h, c = model.cell.leaf(d.monotone(jax.nn.relu, box), d)
-    slots[tables.unit[SUB]] = (h, c, is_leaf & jnp.any(mask, axis=2))
+    slots[tables.unit[SUB]] = (h, c, real & jnp.any(mask, axis=2))
   if DUP in tables.unit:
     # The one tree of a duplicated leaf, (w, w), where the space's 1→2 rewrite matches w.
     h, c = model.cell((h0, c0), (h0, c0), d)
-    slots[tables.unit[DUP]] = (h, c, is_leaf & jnp.asarray(batch.duplicable))
-  stack = lambda parts: jax.tree.map(lambda *a: jnp.stack(a, axis=2), *parts)
-  return stack([s[0] for s in slots]), stack([s[1] for s in slots]), stack([s[2] for s in slots])
+    slots[tables.unit[DUP]] = (h, c, real & at_leaves(batch.duplicable))
+  stack = lambda parts: jax.tree.map(lambda *a: jnp.stack(a, axis=2)[0], *parts)  # (L, C, ...)
+  place = lambda x: jnp.zeros((rows * n_pad + 1,) + x.shape[1:], x.dtype).at[leaf].set(
+      x, mode="drop")
+  return jax.tree.map(place, tuple(stack([s[i] for s in slots]) for i in range(3)))
 
 
 def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Array,
                 children: tuple[jax.Array, jax.Array], join: str, domain: Domain) -> Callable:
   """The internal-node rules as a :func:`bottom_up` combine function on (h, c, valid) rows,
-  with the Tree-LSTM cell's state (``nnx.split(model.cell)``) as its params."""
+  with the Tree-LSTM cell's state (``nnx.split(model.cell)``) as its params and the number of
+  valid splits it computes (:func:`_valid_splits`, at most ``capacity``) as its capacity."""
   tables = _tables(sig)
   a, b = tables.pair_left, tables.pair_right
   dom = domain
 
-  def combine(cell_state, left, right, nodes):
+  def combine(cell_state, left, right, nodes, capacity):
     cell = nnx.merge(cell_graph, cell_state)
     (h_l, c_l, ok_l), (h_r, c_r, ok_r) = left, right  # (W, C, H) abstract values, (W, C)
-    # Merge: the cell on every split (c', c'') of both children's slots (sound for boxes), then
-    # the join over the splits of each target c = c' + c''; ⊥ splits are masked out.
-    rows = lambda x, idx: jax.tree.map(lambda v: v[:, idx], x)
-    pre = dom.add(rows(cell.child_pre_activations(h_l, 0, dom), a),
-                  rows(cell.child_pre_activations(h_r, 1, dom), b))  # (W, P, 5H)
+    # Merge: the cell on every valid split (c', c'') of both children's slots (sound for boxes),
+    # then the join over the splits of each target c = c' + c''. Only the valid splits are
+    # computed: they are gathered into ``capacity`` rows (the step's demand, so none is left
+    # out), in the order of their flat index; ⊥ splits contribute nothing to a join.
     ok_p = ok_l[:, a] & ok_r[:, b]  # (W, P)
+    flat_ok = ok_p.reshape(-1)
+    split = jnp.nonzero(flat_ok, size=capacity, fill_value=0)[0]  # (K,) flat ids w·P + p
+    entry, pair = split // len(a), split % len(a)
+    slots = len(tables.decomposition)
+    child_slot = lambda side: entry * slots + jnp.asarray(side)[pair]  # (K,) flat ids w·C + c
+    flat = lambda x: jax.tree.map(lambda v: v.reshape((-1,) + v.shape[2:]), x)  # (W·C, ...)
+
+    def share(h, side_slots, side):
+      """The child's share (K, 5H) of each computed split's pre-activations, computed once per
+      child slot that a valid split uses (these are no more than the valid splits)."""
+      used = jnp.any(ok_p[:, :, None] & (side_slots[:, None] == np.arange(slots)), axis=1)
+      used = used.reshape(-1)  # (W·C,)
+      row = jnp.nonzero(used, size=min(capacity, used.shape[0]), fill_value=0)[0]
+      box = cell.child_pre_activations(jax.tree.map(lambda v: v[row], flat(h)), side, dom)
+      position = jnp.cumsum(used) - 1  # of each used slot among the rows
+      return jax.tree.map(lambda v: v[position[child_slot(side_slots)]], box)
+
+    pre = dom.add(share(h_l, a, 0), share(h_r, b, 1))  # (K, 5H)
+    c_pairs = tuple(jax.tree.map(lambda v: v[child_slot(side)], flat(c))
+                    for c, side in ((c_l, a), (c_r, b)))
     ok = ok_p[:, tables.join_index] & tables.join_mask  # (W, C, P_max)
-    splits = lambda box: _join_over(dom, rows(box, tables.join_index), ok, axis=2)
-    c_pairs = (rows(c_l, a), rows(c_r, b))
+    position = (jnp.cumsum(flat_ok) - 1).reshape(ok_p.shape)[:, tables.join_index]
+    splits = lambda box: _join_over(dom, jax.tree.map(lambda v: v[position], box), ok, axis=2)
     if join == "after_cell":
       h, c = (splits(box) for box in cell.merge(pre, *c_pairs, dom))
     else:  # "before_cell", the original's: join [i|o|u] and the forget term, then finish once
@@ -200,6 +236,22 @@ def _merge_rule(cell_graph: nnx.GraphDef, sig: TreeSignature, deletable: jax.Arr
   return combine
 
 
+def _valid_splits(sig: TreeSignature, noop: int, left, right, nodes) -> jax.Array:
+  """The number of valid splits (both children's slots valid) of a step's entries: the work of
+  its merge. Padding entries read the no-op row, whose slots are all invalid; a step with a real
+  entry counts at least 1 (every real node has the valid split (0, 0)), so it is never skipped."""
+  tables = _tables(sig)
+  count = jnp.sum(left[2][:, tables.pair_left] & right[2][:, tables.pair_right])
+  return jnp.maximum(count, jnp.any(nodes != noop).astype(count.dtype))
+
+
+def split_capacities(sig: TreeSignature, width: int) -> tuple[int, ...]:
+  """The numbers of valid splits a merge step is compiled for: W·P/16, W·P/8, …, W·P (every
+  split of W nodes, so no step exceeds the largest)."""
+  total = width * len(_tables(sig).pair_left)
+  return tuple(sorted({-(-total // 2 ** e) for e in range(5)}))
+
+
 def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: TreeBatch,
                           eps: jax.Array, in_scale: jax.Array | None = None,
                           join: str = "after_cell", domain: Domain = iv.SOUND
@@ -212,14 +264,14 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
   """
   chex.assert_rank(batch.token_ids, 2)
   rows, n_pad = batch.shape
-  h, c, valid = _leaf_slots(model, sig, batch, eps, in_scale, domain)
-  flat = lambda x: jnp.concatenate([x.reshape((rows * n_pad,) + x.shape[2:]),
-                                    jnp.zeros((1,) + x.shape[2:], x.dtype)])
-  buffer = jax.tree.map(flat, (h, c, valid))
-  deletable = flat(jnp.asarray(batch.deletable))
+  buffer = _leaf_buffer(model, sig, batch, eps, in_scale, domain)
+  deletable = jnp.concatenate([jnp.asarray(batch.deletable).reshape(-1),
+                               jnp.zeros((1,), jnp.int32)])
   cell_graph, cell_state = nnx.split(model.cell)
   combine = _merge_rule(cell_graph, sig, deletable, flat_children(batch), join, domain)
-  h, _, valid = bottom_up(buffer, batch, combine, cell_state)
+  h, _, valid = bottom_up(buffer, batch, combine, cell_state,
+                          demand=functools.partial(_valid_splits, sig, rows * n_pad),
+                          capacities=split_capacities(sig, batch.schedule.shape[1]))
   unflat = lambda x: x[:-1].reshape((rows, n_pad) + x.shape[1:])
   return jax.tree.map(unflat, h), unflat(valid)
 

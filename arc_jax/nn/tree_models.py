@@ -127,7 +127,8 @@ def flat_children(batch: TreeBatch) -> tuple[jax.Array, jax.Array]:
   return flat(jnp.asarray(batch.left)), flat(jnp.asarray(batch.right))
 
 
-def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=(), *, offsets: bool = False):
+def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=(), *, offsets: bool = False,
+              demand: Callable | None = None, capacities: tuple[int, ...] | None = None):
   """Fills the internal-node rows of a node buffer, one scheduled step at a time.
 
   Args:
@@ -136,25 +137,38 @@ def bottom_up(buffer, batch: TreeBatch, combine: Callable, params=(), *, offsets
     batch: the trees and their schedule (S, W).
     combine: ``combine(params, left_rows, right_rows, nodes)`` → the rows of ``nodes`` (W,),
       given the buffer rows of their children (pytrees of (W, ...) arrays). It is differentiated
-      with respect to ``params`` only: what it closes over is a constant.
+      with respect to ``params`` only: what it closes over is a constant. With ``demand``:
+      ``combine(params, left_rows, right_rows, nodes, capacity)`` on all W entries, computing at
+      most ``capacity`` units of work (a static int of ``capacities``).
     params: pytree of arrays (e.g. a module's ``nnx.State``) passed to every ``combine``.
     offsets: add each internal node's computed row to its input row instead of replacing it.
       With zero input rows the result is the same, and the gradient with respect to the input
       row of any node is then the gradient with respect to that node's row (its state), which
       tree HotFlip's first-order scores need (:mod:`arc_jax.attacks.tree_hotflip`).
+    demand: ``demand(left_rows, right_rows, nodes)`` → int32 scalar, the units of work of a step
+      (0 for a step of padding only); None: the step's entries up to its last real one.
+    capacities: the increasing static capacities ``combine`` is compiled for (with ``demand``);
+      each step runs the smallest one that covers its demand, the largest must cover every step.
 
   Returns:
     The buffer after all S steps (a ``lax.scan``): every internal node's row is computed after
     both children's rows, by the schedule's invariant. Padded entries' rows are dropped, so the
     no-op row comes back unchanged. A step computes its entries up to its last real one only
-    (:func:`_on_prefix`), and steps holding only padding are skipped, so a coarse bucket for S
+    (:func:`_by_demand`), and steps holding only padding are skipped, so a coarse bucket for S
     costs no computation.
 
   Differentiable in ``buffer`` and ``params`` by a custom VJP (:func:`_fill_bwd`) that costs
   O(W) rows per step, instead of autodiff's full-buffer cotangents per step.
   """
   left, right = flat_children(batch)
-  return _fill(combine, offsets, params, buffer, left, right, jnp.asarray(batch.schedule))
+  schedule = jnp.asarray(batch.schedule)
+  if demand is None:
+    width = schedule.shape[1]
+    noop = left.shape[0] - 1
+    capacities = tuple(sorted({max(width // 4, 1), max(width // 2, 1), width}))
+    combine = functools.partial(_on_prefix, combine)
+    demand = functools.partial(_last_real, noop)
+  return _fill(combine, offsets, demand, tuple(capacities), params, buffer, left, right, schedule)
 
 
 def _take(tree, idx):
@@ -167,20 +181,25 @@ def _real(nodes, noop, idx):
   return jnp.where(nodes != noop, idx, noop + 1)
 
 
-def _on_prefix(fn, nodes, noop, skip, *args):
-  """``fn(w, *args)`` for the narrowest w of W/4, W/2, W covering the step's last real entry.
+def _last_real(noop, rows_l, rows_r, nodes):
+  """1 + the index of a step's last real entry (0: padding only)."""
+  del rows_l, rows_r
+  return jnp.max(jnp.where(nodes != noop, jnp.arange(1, nodes.shape[0] + 1), 0))
 
-  ``fn(w, ...)`` computes entries ``[:w]`` of a step and returns pytrees of (W, ...) arrays whose
-  rows from w on are padding; a step without real entries returns ``skip(*args)`` instead
-  (``lax.switch``). Exact, since the entries left out are padding, whose results are dropped; and
-  cheaper, since schedules fill each step's first entries and their last steps (near the roots)
-  hold few nodes.
-  """
-  width = nodes.shape[0]
-  widths = sorted({max(width // 4, 1), max(width // 2, 1), width})
-  last = jnp.max(jnp.where(nodes != noop, jnp.arange(1, width + 1), 0))
-  branch = jnp.sum(last > jnp.asarray([0] + widths[:-1]))
-  return jax.lax.switch(branch, [skip] + [functools.partial(fn, w) for w in widths], *args)
+
+def _on_prefix(combine, params, rows_l, rows_r, nodes, w: int):
+  """``combine`` on entries ``[:w]`` of a step, padded back to W rows: exact, since the entries
+  left out are padding (schedules fill each step's first entries, and their last steps, near the
+  roots, hold few nodes), whose results are dropped."""
+  return _pad_rows(combine(params, _head(rows_l, w), _head(rows_r, w), nodes[:w]),
+                   nodes.shape[0])
+
+
+def _by_demand(fn, skip, capacities, demand):
+  """``fn(capacity)`` for the smallest of ``capacities`` that covers ``demand``; ``skip()`` for
+  a demand of 0 (``lax.switch``, so only the chosen branch runs)."""
+  branch = jnp.sum(demand > jnp.asarray((0,) + capacities[:-1]))
+  return jax.lax.switch(branch, [skip] + [functools.partial(fn, k) for k in capacities])
 
 
 def _head(tree, w: int):
@@ -199,18 +218,16 @@ def _float_only(tree):
   return jax.tree.map(lambda x: x if jnp.issubdtype(x.dtype, jnp.inexact) else None, tree)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _fill(combine, offsets, params, buffer, left, right, schedule):
-  """:func:`bottom_up` on flat child ids ``left``, ``right`` (B·N + 1,) and the schedule."""
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
+def _fill(combine, offsets, demand, capacities, params, buffer, left, right, schedule):
+  """:func:`bottom_up` on flat child ids ``left``, ``right`` (B·N + 1,) and the schedule, with
+  ``combine(params, l, r, nodes, capacity)`` run at the capacity covering ``demand(l, r, nodes)``."""
   noop = left.shape[0] - 1
-  width = schedule.shape[1]
-
-  def compute(w, rows_l, rows_r, nodes):
-    return _pad_rows(combine(params, _head(rows_l, w), _head(rows_r, w), nodes[:w]), width)
 
   def step(buf, nodes):
     rows_l, rows_r = _take(buf, left[nodes]), _take(buf, right[nodes])
-    new = _on_prefix(compute, nodes, noop, lambda l, r, n: l, rows_l, rows_r, nodes)
+    new = _by_demand(lambda k: combine(params, rows_l, rows_r, nodes, k), lambda: rows_l,
+                     capacities, demand(rows_l, rows_r, nodes))
     dest = _real(nodes, noop, nodes)
     write = (lambda a, rows: a.at[dest].add(rows, mode="drop")) if offsets else (
         lambda a, rows: a.at[dest].set(rows, mode="drop"))
@@ -219,18 +236,19 @@ def _fill(combine, offsets, params, buffer, left, right, schedule):
   return jax.lax.scan(step, buffer, schedule)[0]
 
 
-def _fill_fwd(combine, offsets, params, buffer, left, right, schedule):
-  out = _fill.fun(combine, offsets, params, buffer, left, right, schedule)
+def _fill_fwd(combine, offsets, demand, capacities, params, buffer, left, right, schedule):
+  out = _fill.fun(combine, offsets, demand, capacities, params, buffer, left, right, schedule)
   return out, (params, out, left, right, schedule)
 
 
-def _fill_bwd(combine, offsets, residuals, ct_out):
+def _fill_bwd(combine, offsets, demand, capacities, residuals, ct_out):
   """The VJP of :func:`_fill`: a reverse scan over the schedule, one cotangent buffer.
 
   Correct because every real node's row is written once, by its step, after its children's rows
   and before its parent's step reads it, and leaf and no-op rows are never written: the rows a
   step read are those of the output buffer, so the step's ``combine`` is recomputed from them
-  (``jax.vjp`` on its real entries). Going backwards, a node's row has received its parent's share
+  (``jax.vjp`` inside the branch of its capacity, so no branch stores residuals for another).
+  Going backwards, a node's row has received its parent's share
   when its own step is reached, so its cotangent is complete there and is passed on to its
   children's rows and the params; the rows of written nodes are zeroed at the end (their input
   values were overwritten; with ``offsets`` they were added to, so their cotangent is the row's,
@@ -239,26 +257,25 @@ def _fill_bwd(combine, offsets, residuals, ct_out):
   """
   params, out, left, right, schedule = residuals
   noop = left.shape[0] - 1
-  width = schedule.shape[1]
 
-  def back(w, ct_rows, rows_l, rows_r, nodes):
-    _, vjp = jax.vjp(lambda p, l, r: combine(p, l, r, nodes[:w]),
-                     params, _head(rows_l, w), _head(rows_r, w))
+  def back(k, ct_rows, rows_l, rows_r, nodes):
+    _, vjp = jax.vjp(lambda p, l, r: combine(p, l, r, nodes, k), params, rows_l, rows_r)
     ct_rows = jax.tree.map(
-        lambda ct, x: np.zeros((w,) + x.shape[1:], jax.dtypes.float0) if ct is None else ct[:w],
+        lambda ct, x: np.zeros(x.shape, jax.dtypes.float0) if ct is None else ct,
         ct_rows, rows_l, is_leaf=lambda x: x is None)
-    g_params, g_l, g_r = _float_only(vjp(ct_rows))
-    return g_params, _pad_rows((g_l, g_r), width)
+    return _float_only(vjp(ct_rows))
 
-  def skip(ct_rows, rows_l, rows_r, nodes):
-    return jax.tree.map(jnp.zeros_like, _float_only((params, (rows_l, rows_r))))
+  def skip(rows_l, rows_r):
+    return jax.tree.map(jnp.zeros_like, _float_only((params, rows_l, rows_r)))
 
   def step(carry, nodes):
     ct_buf, ct_params = carry
     children = (left[nodes], right[nodes])
     rows_l, rows_r = (_take(out, c) for c in children)
     ct_rows = _take(ct_buf, _real(nodes, noop, nodes))
-    g_params, (g_l, g_r) = _on_prefix(back, nodes, noop, skip, ct_rows, rows_l, rows_r, nodes)
+    g_params, g_l, g_r = _by_demand(lambda k: back(k, ct_rows, rows_l, rows_r, nodes),
+                                    lambda: skip(rows_l, rows_r), capacities,
+                                    demand(rows_l, rows_r, nodes))
     dest = _real(jnp.tile(nodes, 2), noop, jnp.concatenate(children))
     ct_buf = jax.tree.map(lambda ct, g_l, g_r: ct.at[dest].add(
         jnp.concatenate([g_l, g_r]), mode="drop"), ct_buf, g_l, g_r)

@@ -20,12 +20,14 @@ from flax import nnx
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
 from arc_jax.certify import certify_jit, make_certify_fn
+from arc_jax import interval as iv
+from arc_jax.certify import tree_dp
 from arc_jax.certify.tree_dp import JOINS
 from arc_jax.data.trees import Tree, from_nested
 from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
-from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
+from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, tree_space
 from test_tree_perturbation import nested_trees
 
 
@@ -154,6 +156,83 @@ def test_every_perturbed_tree_is_inside_the_bounds(seed, hidden, scale, trees, b
   assert np.all(after.logits.lo >= before.logits.lo - TOL)
   assert np.all(after.logits.hi <= before.logits.hi + TOL)
   assert np.all(after.margins >= before.margins - TOL)
+
+
+def test_trees_that_fill_the_leaf_rows_are_sound():
+  """A binary tree of N − 1 nodes has N/2 leaves, as many as the DP's leaf rows hold per tree
+  (B·⌈N/2⌉ in all): two such trees fill them, and every member is still inside the bounds."""
+  words = ("the", "good", "movie", "a", "x", "fine", "to", "film")
+  pair = lambda i: (words[i], words[i + 1])
+  balanced = from_nested(((pair(0), pair(2)), (pair(4), pair(6))), 1)
+  chain = from_nested((((((((words[0], words[1]), words[2]), words[3]), words[4]), words[5]),
+                        words[6]), words[7]), 3)
+  assert balanced.num_nodes == chain.num_nodes == SHAPES["max_nodes"] - 1
+  dp_space, space = spaces((1, 0, 1), {"good": ["fine"], "movie": ["film", "x"]}, ["the", "a"])
+  assert_sound(make_model(4, 6, 1.5), dp_space, space, [balanced, chain], (1, 0, 1))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), join=st.sampled_from(JOINS))
+def test_merge_step_at_every_capacity_is_the_cell_on_every_valid_split(seed, join):
+  """The merge gathers a step's valid splits into a capacity that covers their count: at every
+  such capacity its states equal the cell applied split by split (c' + c'' = c, both slots
+  valid) and joined per target slot, computed here in a loop; ⊥ where no split is valid."""
+  sig = TreeSignature(("Dup", "Sub"), (2, 1))  # no Del: the merge alone
+  tables = tree_dp._tables(sig)
+  rng = np.random.default_rng(seed)
+  width, slots, hidden = 4, len(tables.decomposition), 3
+  model = make_model(hidden, seed, 2.0)
+  graphdef, cell_state = nnx.split(model.cell)
+
+  def child():
+    ends = np.sort(rng.normal(size=(2, 2, width, slots, hidden)) * 2, axis=0)
+    ok = rng.random((width, slots)) < 0.6
+    ok[0, 0], ok[-1] = True, False  # a real entry, and a padding entry
+    return iv.Interval(*ends[:, 0]), iv.Interval(*ends[:, 1]), jnp.asarray(ok)
+
+  left, right = child(), child()
+  nodes = jnp.arange(width)
+  no_children = (jnp.zeros(width + 1, jnp.int32),) * 2
+  combine = jax.jit(tree_dp._merge_rule(graphdef, sig, jnp.zeros(width + 1, jnp.int32),
+                                        no_children, join, iv.SOUND), static_argnums=4)
+  demand = int(tree_dp._valid_splits(sig, width, left, right, nodes))
+  capacities = tree_dp.split_capacities(sig, width)
+  assert capacities[-1] == width * len(tables.pair_left)
+
+  cell = model.cell
+  expected_h = np.full((2, width, slots, hidden), np.nan)
+  expected_c = np.full((2, width, slots, hidden), np.nan)
+  expected_valid = np.zeros((width, slots), bool)
+  for w in range(width):
+    for target in range(slots):
+      parts = []
+      for a, b in zip(tables.pair_left, tables.pair_right):
+        if (tables.decomposition[a] + tables.decomposition[b] == tables.decomposition[target]
+            ).all() and left[2][w, a] and right[2][w, b]:
+          box = lambda x, s: jax.tree.map(lambda v: v[w, s], x)
+          pre = iv.SOUND.add(cell.child_pre_activations(box(left[0], a), 0),
+                             cell.child_pre_activations(box(right[0], b), 1))
+          c_pair = (box(left[1], a), box(right[1], b))
+          if join == "after_cell":
+            parts.append(cell.merge(pre, *c_pair))
+          else:
+            gates = cell.biased(pre)
+            parts.append((gates[..., :3 * hidden], cell.forgotten(gates, *c_pair)))
+      if parts:
+        expected_valid[w, target] = True
+        joined = [iv.Interval(np.min([p[i].lo for p in parts], axis=0),
+                              np.max([p[i].hi for p in parts], axis=0)) for i in range(2)]
+        h, c = joined if join == "after_cell" else cell.finish(*joined)
+        expected_h[:, w, target] = h.lo, h.hi
+        expected_c[:, w, target] = c.lo, c.hi
+  assert demand == np.sum(np.asarray(left[2])[:, tables.pair_left]
+                         & np.asarray(right[2])[:, tables.pair_right])
+  for capacity in (k for k in capacities if k >= demand):
+    h, c, valid = combine(cell_state, left, right, nodes, capacity)
+    np.testing.assert_array_equal(valid, expected_valid)
+    for got, want in ((h, expected_h), (c, expected_c)):
+      np.testing.assert_allclose(np.asarray([got.lo, got.hi])[:, expected_valid],
+                                 want[:, expected_valid], rtol=1e-12, atol=1e-12)
 
 
 def test_join_after_the_cell_is_strictly_tighter_where_splits_meet():
