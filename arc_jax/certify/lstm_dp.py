@@ -269,6 +269,9 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   """
   sig = sig.signature
   if plan.reachable is not None:  # the plan's rows reach no slot beyond these budgets
+    if len(plan.reachable) != len(sig.budgets):
+      raise ValueError(f"The plan's reachable budgets {plan.reachable} are not of the space "
+                       f"{sig}: lower the plan for the space it is certified under.")
     sig = dataclasses.replace(sig, budgets=tuple(map(min, sig.budgets, plan.reachable)))
   plan = jax.tree.map(jnp.asarray, plan)  # host (numpy) plans may be closed over under a trace
   plans = [plan] + ([reverse_plan(plan, sig)] if model.bidirectional else [])
