@@ -5,10 +5,13 @@ Builds the experiment of ``experiments/configs/arc.py:MODEL,ROW`` (LSTM, Bi-LSTM
 hidden sizes, optimiser), λ fixed at the row's λ_max and ε at 1 (the costliest phase), and
 times the whole training step (forward, backward, Optax update) on the first ``--batches``
 batches of epoch 0, best of ``--repeats`` passes after a compiling one. ``epoch_s_estimate`` is
-the epoch's batch count times the mean step time, scaled by the epoch's mean padded width over
-the measured batches' (a step's time grows about linearly with the width). ``losses`` are the
-ARC losses of the first two batches at the initial parameters without dropout, so two revisions
-can be checked to compute the same losses on the same batches.
+the epoch's batch count times the mean step time, scaled by the epoch's mean DP work over the
+measured batches' (a step's time grows about linearly with the padded width times the slots of
+the DP grid it runs on). ``losses`` are the ARC losses at the initial parameters without
+dropout of the first two batches of the length-pooled order (:func:`arc_jax.data.batch_order`
+over the sizes, the order of revisions before reachable-grid batches), so two revisions can be
+checked to compute the same losses on the same rows. ``shapes`` counts the distinct (width, DP
+grid) shapes of the epoch: one compilation each.
 
     python benchmarks/train_throughput.py [--model lstm|bilstm|tree] [--row del2sub2]
         [--batches N] [--baseline REV [--rounds R]]
@@ -35,6 +38,7 @@ from flax import nnx
 
 import arc_jax
 from arc_jax import interval, parallel
+from arc_jax.data import batch_order
 from arc_jax.train import steps
 from arc_jax.train.experiment import build_experiment
 
@@ -58,6 +62,17 @@ def width(batch) -> int:
   return (batch.trees if hasattr(batch, "trees") else batch).token_ids.shape[1]
 
 
+def grid(batch) -> tuple[int, ...] | None:
+  """The reachable budgets a sequence batch's DP runs on (None: the space's whole grid)."""
+  return getattr(getattr(batch, "plan", None), "reachable", None)
+
+
+def work(batch, full_grid: tuple[int, ...]) -> int:
+  """Padded width times the slots of the DP grid the batch runs on."""
+  budgets = grid(batch)
+  return width(batch) * int(np.prod(full_grid if budgets is None else [d + 1 for d in budgets]))
+
+
 def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   config = load_config(model, row)
   exp = build_experiment(config)
@@ -68,11 +83,17 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
     from arc_jax.train.objectives import arc_objective  # pylint: disable=import-outside-toplevel
     objective = arc_objective(exp.family, exp.space.signature, *schedules, config.robust_loss)
     epoch, put = list(exp.batches("train", config.batch_size, **order)), exp.put
+    examples, labels = exp.examples("train")
+    pooled = batch_order([exp.family.size(x) for x in examples], config.batch_size,
+                         seed=config.seed, epoch=0, shuffle=True)
+    same_rows = [exp.family.lower(exp.builder, examples, labels, i, config.batch_size, True)
+                 for i in pooled[:2]]
   else:  # a baseline revision before them: a Task class per family
     task = exp.task
     objective = task.arc_objective(exp.space.signature, *schedules, config.robust_loss)
     epoch = list(task.batches(exp, "train", config.batch_size, **order))
     put = lambda b: task.put(b, exp.mesh)
+    same_rows = epoch[:2]  # its order is the length-pooled one
   tx = steps.config_optimizer(config)
   train_step = steps.make_train_step(exp.graphdef, tx, objective, exp.mesh)
   batches = [put(b) for b in epoch[:num_batches]]
@@ -81,7 +102,7 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   def loss_at_init(params, rest, batch):
     return objective(nnx.merge(exp.graphdef, params, rest), batch, None, 0)[0]
 
-  losses = [float(loss_at_init(exp.params, exp.rest, b)) for b in batches[:2]]
+  losses = [float(loss_at_init(exp.params, exp.rest, put(b))) for b in same_rows]
   replicated = parallel.replicated(exp.mesh)
 
   def one_pass():
@@ -98,8 +119,9 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   seconds = sorted(wall for wall, _ in runs)
   cpu_seconds = min(cpu for _, cpu in runs)
   step_s = seconds[0] / len(batches)
-  measured_width = np.mean([width(b) for b in batches])
-  epoch_width = np.mean([width(b) for b in epoch])
+  full_grid = exp.space.signature.grid
+  measured_work = np.mean([work(b, full_grid) for b in epoch[:num_batches]])
+  epoch_work = np.mean([work(b, full_grid) for b in epoch])
   d = jax.devices()[0]
   return {"benchmark": "arc_train_steps", "model": model, "space": config.space,
           "batch_size": config.batch_size, "batches": len(batches),
@@ -107,7 +129,9 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
           "median_steps_per_s": round(len(batches) / seconds[len(seconds) // 2], 3),
           "cpu_steps_per_s": round(len(batches) / cpu_seconds, 3),
           "epoch_batches": len(epoch),
-          "epoch_s_estimate": round(len(epoch) * step_s * epoch_width / measured_width, 1),
+          "epoch_s_estimate": round(len(epoch) * step_s * epoch_work / measured_work, 1),
+          "measured_work_share": round(float(measured_work / epoch_work), 3),
+          "shapes": len({(width(b), grid(b)) for b in epoch}),
           "first_pass_s": round(compile_s, 1), "losses": losses,
           "device": f"{d.platform}:{d.device_kind} x{jax.device_count()}",
           # Revisions with interval.UNROUNDED train on unrounded bounds (certify with rounding).

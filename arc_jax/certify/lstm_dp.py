@@ -27,6 +27,7 @@ never reach a valid join.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -258,11 +259,20 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
                        domain: Domain = iv.SOUND) -> tuple[iv.Value, jax.Array]:
   """Boxes of the pooled features over S(x), and the features of x itself.
 
+  A plan with ``reachable`` budgets (:func:`~arc_jax.perturbation.plans.on_reachable_grid`) runs
+  the DP on the grid cut to them: every slot it keeps is computed as on the full grid (slot c
+  reads only slots c' ≤ c) and every slot it drops is ⊥, so the boxes are the same.
+
   Returns:
     (box, clean): abstract value of ``domain`` (B, H_in) and array (B, H_in),
     H_in = hidden · (2 if bidirectional).
   """
   sig = sig.signature
+  if plan.reachable is not None:  # the plan's rows reach no slot beyond these budgets
+    if len(plan.reachable) != len(sig.budgets):
+      raise ValueError(f"The plan's reachable budgets {plan.reachable} are not of the space "
+                       f"{sig}: lower the plan for the space it is certified under.")
+    sig = dataclasses.replace(sig, budgets=tuple(map(min, sig.budgets, plan.reachable)))
   plan = jax.tree.map(jnp.asarray, plan)  # host (numpy) plans may be closed over under a trace
   plans = [plan] + ([reverse_plan(plan, sig)] if model.bidirectional else [])
   rank = len(sig.budgets)

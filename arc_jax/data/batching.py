@@ -56,12 +56,14 @@ def num_batches(num_examples: int, batch_size: int) -> int:
   return -(-num_examples // batch_size)
 
 
-def batch_order(lengths: Sequence[int], batch_size: int, *, seed: int = 0, epoch: int = 0,
+def batch_order(lengths: Sequence, batch_size: int, *, seed: int = 0, epoch: int = 0,
                 shuffle: bool = True, pool: int = 100) -> list[np.ndarray]:
   """Example indices of every batch of one epoch, in order.
 
   Args:
-    lengths: (n,) sentence lengths.
+    lengths: (n,) sentence lengths, or (n, K) integer keys sorted lexicographically (e.g. a
+      length bucket and the reachable budgets before the length, so a batch's rows share a
+      reachable grid); the random draws do not depend on them.
     batch_size: B.
     seed, epoch: the order is a pure function of (seed, epoch).
     shuffle: pooled random order (training); else all examples sorted by length (evaluation).
@@ -73,16 +75,17 @@ def batch_order(lengths: Sequence[int], batch_size: int, *, seed: int = 0, epoch
   """
   if batch_size < 1:
     raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
-  lengths = np.asarray(lengths)
+  keys = np.asarray(lengths, np.int64)
+  keys = keys[:, None] if keys.ndim == 1 else keys
+  by_key = lambda indices: indices[np.lexsort(keys[indices].T[::-1])]  # stable
   if not shuffle:
-    order = np.argsort(lengths, kind="stable")
+    order = by_key(np.arange(len(keys)))
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
   rng = np.random.default_rng([seed, epoch])
-  permutation = rng.permutation(len(lengths))
+  permutation = rng.permutation(len(keys))
   batches = []
   for start in range(0, len(permutation), pool * batch_size):
-    chunk = permutation[start:start + pool * batch_size]
-    chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+    chunk = by_key(permutation[start:start + pool * batch_size])
     batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
   return [batches[i] for i in rng.permutation(len(batches))]
 

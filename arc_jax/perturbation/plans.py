@@ -55,12 +55,16 @@ class Plan:
       (the DP's "keep x_j" branch); None allows it everywhere. With ``match`` and
       ``replacement_mask`` it expresses the sub-spaces of the complete verifier
       (``arc_jax.verify``), e.g. "T_k is applied at this window".
+    reachable: optional budgets (static), at least the most windows each T_k matches in a row:
+      the DP runs on the space's grid with δ_k cut to them (:func:`on_reachable_grid`); None
+      runs it on the whole grid. Dropping matches keeps it valid; adding some does not.
   """
 
   token_ids: np.ndarray
   lengths: np.ndarray
   transformations: tuple[TransformationPlan, ...]
   keep: np.ndarray | None = None
+  reachable: tuple[int, ...] | None = dataclasses.field(default=None, metadata=dict(static=True))
 
   @property
   def shape(self) -> tuple[int, int]:
@@ -169,6 +173,14 @@ def reachable_signature(space: Space | Signature, plan: Plan) -> Signature:
   return dataclasses.replace(sig, budgets=tuple(min(d, m) for d, m in zip(sig.budgets, most)))
 
 
+def on_reachable_grid(space: Space | Signature, plan: Plan) -> Plan:
+  """``plan`` with its static ``reachable`` budgets set to those of :func:`reachable_signature`:
+  the DP (``certified_features``) then runs on that smaller grid, with the same results, inside
+  any jitted step that takes the plan (training steps compile once per length bucket and
+  reachable grid). Host-side (numpy)."""
+  return dataclasses.replace(plan, reachable=reachable_signature(space, plan).budgets)
+
+
 def reverse_plan(plan: Plan, space: Space | Signature) -> Plan:
   """The plan of the reversed sentences under ``space.reversed()``, computed from ``plan``.
 
@@ -192,4 +204,4 @@ def reverse_plan(plan: Plan, space: Space | Signature) -> Plan:
     repl_ids = jnp.where(repl_mask, gather(tp.replacement_ids), 0)
     out.append(TransformationPlan(match, repl_ids, repl_mask))
   keep = None if plan.keep is None else reverse_padded(plan.keep, plan.lengths, fill=True)
-  return Plan(token_ids, jnp.asarray(plan.lengths), tuple(out), keep)
+  return Plan(token_ids, jnp.asarray(plan.lengths), tuple(out), keep, plan.reachable)

@@ -70,11 +70,14 @@ class Experiment:
 
     The order is a pure function of (seed, epoch) (:func:`arc_jax.data.batch_order` over the
     family's example sizes, pooled by size when shuffled, sorted by size otherwise);
-    ``certify``: the batches carry what the DP needs.
+    ``certify``: the batches carry what the DP needs, and examples are sorted by the family's
+    ``group`` before their size (rows of one batch share a reachable grid).
     """
     examples, labels = self.examples(split)
-    order = batch_order([self.family.size(x) for x in examples], batch_size, seed=seed,
-                        epoch=epoch, shuffle=shuffle)
+    keys = [self.family.size(x) for x in examples]
+    if certify and self.family.group is not None:
+      keys = [(*self.family.group(self.builder, x), size) for x, size in zip(examples, keys)]
+    order = batch_order(keys, batch_size, seed=seed, epoch=epoch, shuffle=shuffle)
     if not 0 <= start <= len(order):
       raise ValueError(f"start={start} is outside the {len(order)} batches of this epoch.")
     for indices in order[start:]:

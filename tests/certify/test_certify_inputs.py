@@ -13,7 +13,8 @@ from arc_jax.certify import certify, certify_jit
 from arc_jax.data.trees import from_nested
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
-from arc_jax.perturbation import Transformation, custom, parse_space
+from arc_jax.perturbation import (PlanBuilder, Transformation, custom, on_reachable_grid,
+                                  parse_space)
 from arc_jax.perturbation.trees import tree_space
 
 WORDS = ("<pad>", "a", "the", "good", "bad", "movie")
@@ -128,3 +129,16 @@ def test_certify_reuses_its_compilation_across_calls():
   assert certify_jit._cache_size() == compiled  # pylint: disable=protected-access
   certify(small_model(), space, [["good"]], [1], VOCAB, batch_size=4)  # Sub only: a smaller grid
   assert certify_jit._cache_size() == compiled + 1  # pylint: disable=protected-access
+
+
+def test_a_plan_marked_for_another_space_is_refused():
+  """A plan's reachable budgets (on_reachable_grid) name one budget per transformation of its
+  space; under a space with other transformations they would cut the wrong grid."""
+  model = LSTMClassifier(np.zeros((len(WORDS), 3), np.float32), hidden=2, projection=2,
+                         head_hidden=2, rngs=nnx.Rngs(0))
+  graphdef, state = nnx.split(model)
+  space = parse_space("[(Del,1)]")
+  plan = on_reachable_grid(space, PlanBuilder(space, VOCAB).build([["the", "movie"]]))
+  other = parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad"]})
+  with pytest.raises(ValueError, match=r"reachable budgets \(1,\) are not of the space"):
+    certify_jit(graphdef, other.signature, state, plan, jnp.zeros((1,), jnp.int32))

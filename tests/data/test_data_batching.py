@@ -46,6 +46,18 @@ def test_evaluation_order_is_by_length():
   assert [b.tolist() for b in order] == [[1, 3, 2], [0]]
 
 
+def test_keys_sort_each_pool_lexicographically():
+  """(n, K) keys (e.g. a reachable grid before the length) sort the pool lexicographically, so a
+  batch holds consecutive keys; without shuffling the whole order is lexicographic."""
+  rng = np.random.default_rng(0)
+  keys = np.stack([rng.integers(0, 3, size=64), rng.integers(1, 9, size=64)], 1)
+  order = batching.batch_order(keys, 4, seed=5, pool=16)  # one pool holds everything
+  spans = sorted((min(map(tuple, keys[b])), max(map(tuple, keys[b]))) for b in order)
+  assert all(hi <= next_lo for (_, hi), (next_lo, _) in zip(spans, spans[1:]))
+  flat = np.concatenate(batching.batch_order(keys, 4, shuffle=False))
+  assert list(map(tuple, keys[flat])) == sorted(map(tuple, keys))
+
+
 def test_batches_have_static_shapes_and_padding_rows():
   sentences = _sentences(37)
   labels = [i % 2 for i in range(37)]

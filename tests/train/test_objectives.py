@@ -1,9 +1,12 @@
 """The objectives written once over a model family (arc_jax.train.objectives), in jitted train
 steps."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 
@@ -77,3 +80,29 @@ def test_arc_steps_learn_to_certify(model_kind):
   assert int(state.step) == 60
   assert np.mean(losses[-5:]) < 0.2 * np.mean(losses[1:6])
   assert totals["certified"] == 4
+
+
+def test_arc_objective_on_the_reachable_grid_equals_the_full_grid():
+  """Training batches (the family's ``lower``) run the DP on their rows' reachable grid; the ARC
+  loss and its gradient are those of the full grid (float64, dropout on: the same masks)."""
+  family = FAMILIES["lstm"]
+  space = parse_space("[(Del,2),(Sub,2)]", synonyms=SYNONYMS)
+  sentences = [("the", "good", "movie"), ("bad", "film"), ("good",), ("is", "not")]
+  with jax.enable_x64(True):
+    model = LSTMClassifier(np.random.default_rng(0).normal(size=(len(WORDS), 4)), hidden=5,
+                           projection=4, head_hidden=3, dropout_rate=0.3, rngs=nnx.Rngs(0),
+                           param_dtype=jnp.float64)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    batch = family.lower(PlanBuilder(space, VOCAB), sentences, [1, 0, 1, 0], range(4), 4, True)
+    assert batch.plan.reachable == (1, 2)  # one deletable "the"; Sub reaches both applications
+    full = dataclasses.replace(batch, plan=dataclasses.replace(batch.plan, reachable=None))
+    objective = arc_objective(family, space.signature, optax.constant_schedule(0.5),
+                              optax.constant_schedule(1.0), "worst_case")
+    loss = jax.jit(jax.value_and_grad(
+        lambda p, b: objective(nnx.merge(graphdef, p, rest), b, jax.random.key(1), 0)[0]))
+    (cut_loss, cut_grads), (full_loss, full_grads) = jax.device_get(
+        (loss(params, batch), loss(params, full)))
+  assert cut_loss.dtype == np.float64 and cut_loss > 0
+  np.testing.assert_allclose(cut_loss, full_loss, rtol=1e-12)
+  for a, b in zip(jax.tree.leaves(cut_grads), jax.tree.leaves(full_grads)):
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)

@@ -67,6 +67,9 @@ class ModelFamily:
     examples: ``(split) -> (examples, labels)``, a split's examples (a list) and their int
       labels (n,).
     size: ``(example) -> int``, what batches are sorted and pooled by (``batch_order``).
+    group: optional ``(builder, example) -> tuple[int, ...]``, sorted before the size when
+      batches carry DP input: rows of one batch then mostly share it (sequences: the length
+      bucket and the reachable budgets, so the DP runs on a smaller grid).
     lower: ``(builder, examples, labels, indices, batch_size, certify) -> batch``, rows
       ``indices`` of ``examples`` as one batch of ``batch_size`` rows; ``certify``: with what
       the DP needs.
@@ -120,3 +123,4 @@ class ModelFamily:
   check_space: Callable[[Any], None] = _accepts_every_space
   trainable_embeddings: bool = False
   unsupported_methods: tuple[str, ...] = ()
+  group: Callable[[Any, Any], tuple[int, ...]] | None = None

@@ -6,6 +6,7 @@ when certified; one label per sentence.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import chex
@@ -22,7 +23,7 @@ from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, adversarial_exampl
 from arc_jax.certify import Certificate, certify_model
 from arc_jax.data import Batch, ExperimentData, TextSplit, make_batch, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier, predict
-from arc_jax.perturbation import PlanBuilder, Space, data_space
+from arc_jax.perturbation import PlanBuilder, Space, bucket, data_space, on_reachable_grid
 from arc_jax.perturbation.spaces import Signature
 from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
 from arc_jax.train.steps import RowMetrics
@@ -65,10 +66,20 @@ def examples(split: TextSplit) -> tuple[list, np.ndarray]:
   return split.tokens, np.asarray(split.labels)
 
 
+def group(builder: PlanBuilder, sentence: Sequence[str]) -> tuple[int, ...]:
+  """The length bucket and reachable budgets of a sentence (its batch's DP grid)."""
+  return (bucket(max(len(sentence), 1), builder.length_buckets),
+          *builder.reachable_budgets(sentence))
+
+
 def lower(builder: PlanBuilder, sentences: Sequence, labels: Sequence[int],
           indices: Sequence[int], batch_size: int, certify: bool) -> Batch:
-  return make_batch(sentences, labels, indices, builder.vocab, batch_size,
-                    plan_builder=builder if certify else None)
+  """The batch; with ``certify``, its plan runs the DP on the rows' reachable grid."""
+  batch = make_batch(sentences, labels, indices, builder.vocab, batch_size,
+                     plan_builder=builder if certify else None)
+  if certify:
+    batch = dataclasses.replace(batch, plan=on_reachable_grid(builder.space, batch.plan))
+  return batch
 
 
 def put(batch: Batch, mesh: Mesh) -> Batch:
@@ -128,5 +139,5 @@ SEQUENCE = ModelFamily(
     prepare_data=prepare_data, make_space=data_space, make_builder=make_builder,
     make_model=make_model, examples=examples, size=len, lower=lower, put=put, forward=forward,
     certify=certify, targets=targets, rows=rows, sample=augment_batch, attack=attack,
-    enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples)
+    enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples, group=group)
 """(Bi-)LSTMs on sentences (``config.model = "lstm"``)."""
