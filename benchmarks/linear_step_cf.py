@@ -56,8 +56,8 @@ def main() -> None:
   test = experiment.splits["test"]
   n = len(test) if args.first is None else min(args.first, len(test))
   sentences, labels = list(test.tokens[:n]), np.asarray(test.labels[:n])
-  space = experiment.task.space(experiment.data, spec)
-  builder = experiment.task.builder(experiment.data, space)
+  space = experiment.family.make_space(experiment.data, spec)
+  builder = experiment.family.make_builder(experiment.data, space)
   order = certification_order(builder, sentences)
   batches = []
   for start in range(0, n, BATCH):
