@@ -226,9 +226,8 @@ def main(argv=None):
     parser.error(f"unrecognized arguments: {' '.join(tree_args)}")
   if args.baseline:
     with tempfile.TemporaryDirectory() as margins_root:
-      child_args = revisions.strip_flag(revisions.strip_flag(argv, "--baseline", True),
-                                        "--rounds", True) + ["--margins-dir", margins_root]
-      lines = revisions.side_by_side(__file__, child_args, args.baseline, args.rounds)
+      lines = revisions.side_by_side(__file__, argv + ["--margins-dir", margins_root],
+                                     args.baseline, args.rounds)
       for line in lines + compare(lines, args.baseline, pathlib.Path(margins_root)):
         print(json.dumps(line), flush=True)
     return

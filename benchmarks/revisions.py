@@ -44,8 +44,10 @@ def run_child(script: str, args: list[str], code_root: pathlib.Path, label: str)
   return lines
 
 
-def side_by_side(script: str, args: list[str], baseline: str, rounds: int) -> list[dict]:
-  """Every child line of ``rounds`` alternating runs of ``baseline`` and this checkout."""
+def side_by_side(script: str, argv: list[str], baseline: str, rounds: int) -> list[dict]:
+  """Every child line of ``rounds`` alternating runs of ``baseline`` and this checkout, each
+  given the parent's ``argv`` without ``--baseline`` and ``--rounds``."""
+  args = strip_flag(strip_flag(argv, "--baseline", True), "--rounds", True)
   lines = []
   with checkout(baseline) as base:
     for _ in range(rounds):

@@ -128,9 +128,7 @@ def main(argv=None):
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.baseline:
-    child_args = revisions.strip_flag(revisions.strip_flag(argv, "--baseline", True),
-                                      "--rounds", True)
-    lines = revisions.side_by_side(__file__, child_args, args.baseline, args.rounds)
+    lines = revisions.side_by_side(__file__, argv, args.baseline, args.rounds)
     for line in lines + [compare(lines, args.baseline)]:
       print(json.dumps(line), flush=True)
     return

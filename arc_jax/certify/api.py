@@ -22,7 +22,7 @@ from arc_jax.data.trees import Tree
 from arc_jax.domain import Domain
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
-from arc_jax.perturbation.plans import Plan, PlanBuilder, bucket, reachable_signature
+from arc_jax.perturbation.plans import Plan, PlanBuilder, reachable_signature
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpace, tree_space
 
@@ -198,8 +198,7 @@ def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]
   Consecutive batches then share a padded width and mostly a reachable grid, so each runs the DP
   on the smallest grid its rows need (:func:`reachable_signature`).
   """
-  keys = [(bucket(max(len(s), 1), builder.length_buckets), builder.reachable_budgets(s), len(s))
-          for s in sentences]
+  keys = [(*builder.grid_group(s), len(s)) for s in sentences]
   return np.asarray(sorted(range(len(sentences)), key=keys.__getitem__), np.int64)
 
 

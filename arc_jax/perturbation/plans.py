@@ -123,6 +123,11 @@ class PlanBuilder:
                        for i in range(len(sentence) - t.s + 1)))
         for k, (t, delta) in enumerate(zip(self.space.transformations, self.space.budgets)))
 
+  def grid_group(self, sentence: Sequence[str]) -> tuple[int, ...]:
+    """The length bucket and :meth:`reachable_budgets` of a sentence: rows of one group share a
+    padded width and the DP grid they need, so batches are built within groups."""
+    return (bucket(max(len(sentence), 1), self.length_buckets), *self.reachable_budgets(sentence))
+
   def build(self, sentences: Sequence[Sequence[str]], batch_size: int | None = None) -> Plan:
     """Lowers ``sentences`` into one :class:`Plan`, padded to ``batch_size`` rows if given."""
     rows = len(sentences) if batch_size is None else batch_size

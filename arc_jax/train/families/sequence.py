@@ -23,7 +23,7 @@ from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, adversarial_exampl
 from arc_jax.certify import Certificate, certify_model
 from arc_jax.data import Batch, ExperimentData, TextSplit, make_batch, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier, predict
-from arc_jax.perturbation import PlanBuilder, Space, bucket, data_space, on_reachable_grid
+from arc_jax.perturbation import PlanBuilder, Space, data_space, on_reachable_grid
 from arc_jax.perturbation.spaces import Signature
 from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
 from arc_jax.train.steps import RowMetrics
@@ -64,12 +64,6 @@ def make_model(config: ml_collections.ConfigDict, data: ExperimentData) -> LSTMC
 
 def examples(split: TextSplit) -> tuple[list, np.ndarray]:
   return split.tokens, np.asarray(split.labels)
-
-
-def group(builder: PlanBuilder, sentence: Sequence[str]) -> tuple[int, ...]:
-  """The length bucket and reachable budgets of a sentence (its batch's DP grid)."""
-  return (bucket(max(len(sentence), 1), builder.length_buckets),
-          *builder.reachable_budgets(sentence))
 
 
 def lower(builder: PlanBuilder, sentences: Sequence, labels: Sequence[int],
@@ -139,5 +133,6 @@ SEQUENCE = ModelFamily(
     prepare_data=prepare_data, make_space=data_space, make_builder=make_builder,
     make_model=make_model, examples=examples, size=len, lower=lower, put=put, forward=forward,
     certify=certify, targets=targets, rows=rows, sample=augment_batch, attack=attack,
-    enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples, group=group)
+    enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples,
+    group=PlanBuilder.grid_group)
 """(Bi-)LSTMs on sentences (``config.model = "lstm"``)."""
