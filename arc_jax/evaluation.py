@@ -262,18 +262,29 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
 
 
 def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
-  """``<workdir>/eval/<split>[_first<N>]_<space letters and digits>[_<metrics>][_audit].json``.
+  """``<workdir>/eval/<split>[_first<N>]_<space>[_<lexicon>][_<metrics>][_audit].json``.
 
-  The metrics are named when ``results`` holds fewer than its model supports (e.g.
-  ``test_Del2Sub2_hf.json``), and an example subset by its size (``test_first100_Sub3.json``),
-  so a partial evaluation never overwrites a complete one.
+  The space is written with its letters and digits. The metrics are named when ``results``
+  holds fewer than its model supports (e.g. ``test_Del2Sub2_hf.json``), an example subset by
+  its size (``test_first100_Sub3.json``), and a lexicon that is not the run's own (its
+  ``config.json``) by what differs (``test_Sub2_candidates1.json``,
+  ``test_Sub2_counterfitted_allcandidates.json``), so an evaluation never overwrites another.
   """
   held = [m for m in metric_registry.REGISTRY if m in results["metrics"]]
   partial = ("" if set(held) == set(metric_registry.defaults(results["model"]))
              else "_" + "_".join(held))
   space = re.sub(r"[^A-Za-z0-9]+", "", results["space"])
   subset = "" if results.get("first") is None else f"_first{results['first']}"
-  name = f"{results['split']}{subset}_{space}{partial}{'' if shortcut else '_audit'}.json"
+  lexicon = ""
+  config_file = Path(workdir) / "config.json"
+  own = json.loads(config_file.read_text()) if config_file.is_file() else {}
+  if results.get("synonyms") != own.get("synonyms", results.get("synonyms")):
+    lexicon += f"_{results['synonyms']}"
+  candidates = results.get("max_candidates")
+  if candidates != own.get("max_candidates", candidates):
+    lexicon += "_allcandidates" if candidates == 0 else f"_candidates{candidates}"
+  name = (f"{results['split']}{subset}_{space}{lexicon}{partial}"
+          f"{'' if shortcut else '_audit'}.json")
   return Path(workdir) / "eval" / name
 
 

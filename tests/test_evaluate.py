@@ -159,3 +159,12 @@ def test_space_size_statistics_and_subset_file_names(tmp_path):
   assert results_path(tmp_path, results, True) == tmp_path / "eval" / "test_first100_Sub3_acc_cf.json"
   results["first"] = None
   assert results_path(tmp_path, results, False).name == "test_Sub3_acc_cf_audit.json"
+  # A lexicon other than the run's own is named by what differs.
+  (tmp_path / "config.json").write_text(json.dumps({"synonyms": "ppdb", "max_candidates": 1}))
+  results.update(synonyms="ppdb", max_candidates=1)
+  assert results_path(tmp_path, results, True).name == "test_Sub3_acc_cf.json"
+  results.update(max_candidates=0)
+  assert results_path(tmp_path, results, True).name == "test_Sub3_allcandidates_acc_cf.json"
+  results.update(synonyms="counterfitted", max_candidates=2)
+  assert (results_path(tmp_path, results, True).name
+          == "test_Sub3_counterfitted_candidates2_acc_cf.json")
