@@ -110,7 +110,8 @@ def time_certification(model, space, sentences, labels, vocab, batch_size, slots
   margins = np.concatenate([np.asarray(c.margins) for c in certs])[:len(order)]
   in_order = np.empty_like(margins)
   in_order[order] = margins
-  shapes = len({(plan.token_ids.shape, sig) for sig, plan, _ in batches})
+  shapes = len({(plan.token_ids.shape, sig, getattr(plan, "distinct_words", None))
+                for sig, plan, _ in batches})
   return plan_s, passes[0], sorted(passes[1:]), min(cpu[1:]), in_order, shapes
 
 

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from arc_jax import interval as iv
-from arc_jax.certify.lstm_dp import replacement_gates
+from arc_jax.certify.lstm_dp import replacement_gates, word_pre_activations
 from arc_jax.domain import Domain, concatenate
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
@@ -284,11 +284,12 @@ def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Arra
   n_positions = n_pad + max(int(growth.max()), 0)
   out_lengths = plan.lengths[None, :] + jnp.asarray(growth)[:, None]  # (G, B)
   positions = jnp.arange(n_positions)[:, None, None]
+  words = word_pre_activations(model, plan, domain)  # the reversed plan holds the same ids
   directions = []
   for cell, p, v, ok in zip(model.cells, plans, valid, suffix_ok):
-    z = model.projection(domain.lift(model.embed(p.token_ids)), domain)  # every rounding
+    z = domain.monotone(jax.nn.relu, words(p.token_ids))  # every rounding
     emitted = positional_scan(cell, sig, cell.input_gates(z, domain),
-                              replacement_gates(model, cell, p, sig, eps, domain),
+                              replacement_gates(model, cell, p, sig, eps, domain, words),
                               [tp.match for tp in p.transformations], p.lengths, v, domain)
     unflat = lambda a: a.reshape(a.shape[:2] + (size, a.shape[-1]))
     emitted = [(jax.tree.map(unflat, box), flat(ok_)) for box, ok_ in emitted]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +39,7 @@ from arc_jax import interval as iv
 from arc_jax.domain import Domain, concatenate
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
-from arc_jax.perturbation.plans import Plan, reverse_plan
+from arc_jax.perturbation.plans import Plan, plan_word_ids, reverse_plan
 from arc_jax.perturbation.spaces import Signature
 
 
@@ -50,26 +51,57 @@ def _anchor_offsets(s: int, t: int) -> list[int]:
   return [min(max(l + s - t, 0), s - 1) for l in range(t)]
 
 
+def word_pre_activations(model: LSTMClassifier, plan: Plan, domain: Domain = iv.SOUND
+                         ) -> Callable[[jax.Array], iv.Value]:
+  """A function from word ids (any shape S) to boxes (S + (F,)) of the projection's
+  pre-activations (the ReLU's input) of those words, enclosing every rounding of the projection.
+
+  With ``plan.distinct_words`` the distinct ids of the plan (its tokens and replacements) are
+  embedded and projected once, then looked up by binary search: a batch repeats its words (the
+  same synonyms and stop words at many positions; 4–33× fewer distinct ids than entries in
+  SST-2 test batches of 32). Each row's box is sound for its word wherever the word stands
+  (:func:`interval.linear` holds for every summation order). The table holds every id of
+  ``plan`` and of plans made from it by dropping ids (:func:`reverse_plan`, fewer rows), since
+  :class:`Plan` refuses a bound below its count of distinct ids.
+  """
+  project = lambda ids: model.projection.pre_activation(domain.lift(model.embed(ids)), domain)
+  if plan.distinct_words is None:
+    return project
+  # Filled with the largest id, so the table stays sorted for the binary search.
+  ids = jnp.concatenate([jnp.ravel(a) for a in plan_word_ids(plan)])
+  words = jnp.unique(ids, size=plan.distinct_words, fill_value=jnp.max(ids))
+  table = project(words)
+
+  def lookup(ids: jax.Array) -> iv.Value:
+    rows = jnp.minimum(jnp.searchsorted(words, ids, method="scan_unrolled"), words.shape[0] - 1)
+    return jax.tree.map(lambda a: a[rows], table)
+
+  return lookup
+
+
 def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Signature,
-                      eps: jax.Array, domain: Domain = iv.SOUND) -> list[iv.Value | None]:
+                      eps: jax.Array, domain: Domain = iv.SOUND,
+                      words: Callable[[jax.Array], iv.Value] | None = None
+                      ) -> list[iv.Value | None]:
   """Input-gate boxes of every replacement place: per k a value (B, N, t_k, 4H) of ``domain``.
 
   The hull is taken over the projected embeddings (pre-ReLU; boxes enclosing every rounding of
   the projection, :func:`interval.linear`) of the words that can stand at each output place,
   then shrunk towards the projection of the original window token by ``eps``.
   Positions where nothing matches get the anchor point (finite; the DP masks them out).
+  ``words`` is :func:`word_pre_activations` of a plan holding this one's ids (made here if None).
   """
   n_pad = plan.token_ids.shape[1]
-  project = lambda ids: model.projection.pre_activation(domain.lift(model.embed(ids)), domain)
+  words = word_pre_activations(model, plan, domain) if words is None else words
   out = []
   for s, t, tp in zip(sig.s, sig.t, plan.transformations):
     if t == 0:
       out.append(None)
       continue
-    candidates = project(tp.replacement_ids)
+    candidates = words(tp.replacement_ids)
     offsets = jnp.asarray(_anchor_offsets(s, t))
     anchor_pos = jnp.clip(jnp.arange(n_pad)[:, None] - s + 1 + offsets[None, :], 0, n_pad - 1)
-    anchor = project(plan.token_ids[:, anchor_pos])
+    anchor = words(plan.token_ids[:, anchor_pos])
     box = domain.hull(candidates, tp.replacement_mask, axis=3, empty=anchor)
     box = domain.shrink_towards(box, anchor, eps)
     out.append(cell.input_gates(domain.monotone(jax.nn.relu, box), domain))
@@ -276,12 +308,13 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   plan = jax.tree.map(jnp.asarray, plan)  # host (numpy) plans may be closed over under a trace
   plans = [plan] + ([reverse_plan(plan, sig)] if model.bidirectional else [])
   rank = len(sig.budgets)
+  words = word_pre_activations(model, plan, domain)  # the reversed plan holds the same ids
   boxes, cleans = [], []
   for cell, p in zip(model.cells, plans):
-    z = model.projection(domain.lift(model.embed(p.token_ids)), domain)
+    z = domain.monotone(jax.nn.relu, words(p.token_ids))
     (h, _), valid, sums = memoizing_scan(
         cell, sig, cell.input_gates(z, domain),
-        replacement_gates(model, cell, p, sig, eps, domain),
+        replacement_gates(model, cell, p, sig, eps, domain, words),
         [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean",
         keeps=p.keep, domain=domain)
     if model.pooling == "mean":

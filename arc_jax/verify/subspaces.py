@@ -251,4 +251,5 @@ def lower(base: Plan, space: Space, vocab: Mapping[str, int], nodes: Sequence[Su
     out.append(TransformationPlan(match, ids, mask))
   for b, node in enumerate(nodes):
     keep[b, :len(node.keep)] = node.keep
-  return Plan(tile(base.token_ids), tile(base.lengths), tuple(out), keep)
+  return Plan(tile(base.token_ids), tile(base.lengths), tuple(out), keep,
+              distinct_words=base.distinct_words)

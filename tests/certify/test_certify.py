@@ -4,6 +4,8 @@ The central property: for random small models, vocabularies, sentences and space
 logits of *every* string that ``Space.enumerate`` produces lie inside the certified bounds.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -204,6 +206,32 @@ def test_padding_is_a_no_op():
   b = certify_batch(model, space, batch, jnp.zeros((2,), jnp.int32))
   np.testing.assert_allclose(a.logits.lo[0], b.logits.lo[0], atol=1e-12)
   np.testing.assert_allclose(a.logits.hi[0], b.logits.hi[0], atol=1e-12)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
+def test_word_table_gives_the_same_certificates(bidirectional):
+  """Projecting each distinct word of a batch once (``Plan.distinct_words``) gives the
+  certificates of projecting the words where they stand, bit for bit; a plan refuses a bound
+  below its count of distinct ids."""
+  space = parse_space("[(Sub,2),(Ins,1),(Trans3,1)]",
+                      synonyms={"good": ["best", "most"], "movie": ["film", "films"]})
+  space = space.restricted_to(VOCAB)
+  sentences = [s.split() for s in ("this movie is good", "a good film and the best movie !",
+                                   "the movie 's good one")]
+  plan = PlanBuilder(space, VOCAB).build(sentences, batch_size=4)
+  ids = np.concatenate([plan.token_ids.ravel()]
+                       + [tp.replacement_ids.ravel() for tp in plan.transformations])
+  count = len(np.unique(ids))
+  assert count <= plan.distinct_words < ids.size
+  model = make_model(3, 6, 3.0, bidirectional)
+  labels = jnp.asarray([0, 1, 0, 1])
+  with_table = certify_batch(model, space, plan, labels)
+  in_place = certify_batch(model, space, dataclasses.replace(plan, distinct_words=None), labels)
+  for a, b in zip(jax.tree.leaves(with_table), jax.tree.leaves(in_place)):
+    np.testing.assert_array_equal(a, b)
+  dataclasses.replace(plan, distinct_words=count)
+  with pytest.raises(ValueError, match=f"{count} distinct word ids"):
+    dataclasses.replace(plan, distinct_words=count - 1)
 
 
 def test_certify_fn_jits_once_per_bucket_and_vmaps_and_grads():
