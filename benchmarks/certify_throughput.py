@@ -43,7 +43,12 @@ from arc_jax.certify import certify_jit
 from arc_jax.data import (build_vocab_and_embeddings, candidate_words, find_data_file,
                           load_synonyms, prepare_lstm_data, restrict_synonyms, review_tokens)
 from arc_jax.nn import LSTMClassifier
-from arc_jax.perturbation import PlanBuilder, data_space, parse_space
+from arc_jax.perturbation import PlanBuilder, parse_space
+
+try:
+  from arc_jax.perturbation import data_space
+except ImportError:  # a baseline before f5c1543 (--baseline): the space was a method of the data
+  data_space = lambda data, spec: data.space(spec)
 
 import revisions
 
