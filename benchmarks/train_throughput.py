@@ -11,7 +11,7 @@ the DP grid it runs on). ``losses`` are the ARC losses at the initial parameters
 dropout of the first two batches of the length-pooled order (:func:`arc_jax.data.batch_order`
 over the sizes, the order of revisions before reachable-grid batches), so two revisions can be
 checked to compute the same losses on the same rows. ``shapes`` counts the distinct (width, DP
-grid) shapes of the epoch: one compilation each.
+grid, word table) shapes of the epoch: one compilation each.
 
     python benchmarks/train_throughput.py [--model lstm|bilstm|tree] [--row del2sub2]
         [--batches N] [--baseline REV [--rounds R]]
@@ -65,6 +65,11 @@ def width(batch) -> int:
 def grid(batch) -> tuple[int, ...] | None:
   """The reachable budgets a sequence batch's DP runs on (None: the space's whole grid)."""
   return getattr(getattr(batch, "plan", None), "reachable", None)
+
+
+def word_table(batch) -> int | None:
+  """The size of the word table a sequence batch's DP projects (None: every position's words)."""
+  return getattr(getattr(batch, "plan", None), "distinct_words", None)
 
 
 def work(batch, full_grid: tuple[int, ...]) -> int:
@@ -131,7 +136,7 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
           "epoch_batches": len(epoch),
           "epoch_s_estimate": round(len(epoch) * step_s * epoch_work / measured_work, 1),
           "measured_work_share": round(float(measured_work / epoch_work), 3),
-          "shapes": len({(width(b), grid(b)) for b in epoch}),
+          "shapes": len({(width(b), grid(b), word_table(b)) for b in epoch}),
           "first_pass_s": round(compile_s, 1), "losses": losses,
           "device": f"{d.platform}:{d.device_kind} x{jax.device_count()}",
           # Revisions with interval.UNROUNDED train on unrounded bounds (certify with rounding).

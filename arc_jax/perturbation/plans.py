@@ -186,11 +186,13 @@ class PlanBuilder:
           repl_mask[b, j, l, :len(place)] = True
       plans.append(TransformationPlan(match, repl_ids, repl_mask))
     plan = Plan(token_ids, lengths, tuple(plans))
-    # A batch repeats its words (the same synonyms and stop words at many positions): on SST-2
-    # test batches of 32, 4–33× fewer distinct ids than id entries. Powers of two (at least 64)
-    # keep the number of compiled shapes small.
+    # A batch repeats its words (the same synonyms and stop words at many positions): SST-2 test
+    # batches of 32 hold 4–33× fewer distinct ids than id entries. The bound is a power of two
+    # of at least twice the token slots, so batches of one shape share it unless they hold more
+    # (SST-2 training batches hold at most 1.43 distinct ids per token slot, so ARC training
+    # compiles no more shapes than without the table; test batches up to 2.3).
     count = len(np.unique(np.concatenate([a.ravel() for a in plan_word_ids(plan)])))
-    return dataclasses.replace(plan, distinct_words=pow2_at_least(max(count, 64)))
+    return dataclasses.replace(plan, distinct_words=pow2_at_least(max(count, 2 * token_ids.size)))
 
 
 def reachable_signature(space: Space | Signature, plan: Plan) -> Signature:
