@@ -23,9 +23,9 @@ def test_every_cell_of_the_paper_is_known_once():
                  if c.table == "Table 2" and "Normal" in c.row}
   assert normal_runs == {"normal_lstm", "normal_bilstm", "normal_tree"}  # one per architecture
   assert [c.column for c in cells if c.table == "δ figure"] == [f"δ={d}" for d in range(1, 6)]
-  delta_ex = [("ex" in e.metrics) for c in cells if c.table == "δ figure"
+  delta_ex = [("ex" in e.metrics) or c.ex_by_verifier for c in cells if c.table == "δ figure"
               for e in c.evaluations if "acc" in e.metrics]
-  assert delta_ex == [True, True, True, False, False]  # EX for δ ≤ 3 only
+  assert delta_ex == [True, True, True, False, False]  # EX for δ ≤ 3 only (δ = 3: the verifier)
   delta_exact = [any("exact" in e.metrics for e in c.evaluations) for c in cells
                  if c.table == "δ figure"]
   assert delta_exact == [True] * 5  # the complete verifier at every δ
@@ -84,6 +84,27 @@ def test_exact_cells_show_their_unknowns(tmp_path, monkeypatch):
   assert reproduce.measured(cell) == {"exact": 60.0, "exact_upper": 80.0, "size": 10**10}
   table = reproduce.tables([cell], tmp_path / "runs")
   assert "exact (≤ with unknowns)" in table and "| 60.0 (≤ 80.0) |" in table
+
+
+def test_ex_comes_from_the_verifier_only_without_unknowns(tmp_path, monkeypatch):
+  """At δ = 3 of the δ figure EX is the exact verifier's number when it left nothing unknown."""
+  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  cell = next(c for c in reproduce.cells() if c.id == "δ_figure/arc_lstm_ins_2_sub_2/δ_3")
+  assert cell.ex_by_verifier and all("ex" not in e.metrics for e in cell.evaluations)
+  folder = tmp_path / "results" / cell.evaluations[0].run.name
+  (folder / "eval").mkdir(parents=True)
+  (folder / "eval" / "test_Ins3Sub3_acc_cf_hf.json").write_text(json.dumps(
+      _results("[(Ins,3),(Sub,3)]", ("acc", "cf", "hf"), count=9)))
+  exact = _results("[(Ins,3),(Sub,3)]", ("exact",), count=7)
+  exact["metrics"]["exact"].update(proofs=7, unknowns=1, counterexamples=2)
+  path = folder / "eval" / "test_Ins3Sub3_exact.json"
+  path.write_text(json.dumps(exact))
+  assert "ex" not in reproduce.measured(cell)
+  exact["metrics"]["exact"].update(unknowns=0, counterexamples=3)
+  path.write_text(json.dumps(exact))
+  assert reproduce.measured(cell)["ex"] == reproduce.measured(cell)["exact"] == 70.0
+  other = next(c for c in reproduce.cells() if c.id == "δ_figure/arc_lstm_ins_2_sub_2/δ_4")
+  assert not other.ex_by_verifier
 
 
 def test_readme_keeps_the_prose_around_the_generated_tables(tmp_path, monkeypatch):
