@@ -110,10 +110,10 @@ def test_arc_objective_on_the_reachable_grid_equals_the_full_grid():
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
 
 
-def test_arc_gradient_through_the_hand_written_lstm_backward_equals_autodiff(monkeypatch):
-  """The ARC loss's gradient through the unrounded LSTM update's own backward pass equals
-  autodiff's through the same forward pass (float64, dropout on, reachable grid), and the
-  unrounded update matches the domain's rules."""
+def test_arc_gradient_through_the_hand_written_backward_passes_equals_autodiff(monkeypatch):
+  """The ARC loss's gradient through the unrounded LSTM update's and affine maps' own backward
+  passes equals autodiff's through the same forward passes (float64, dropout on, reachable
+  grid), and the unrounded update matches the domain's rules."""
   family = FAMILIES["lstm"]
   space = parse_space("[(Del,2),(Sub,2)]", synonyms=SYNONYMS)
   sentences = [("the", "good", "movie"), ("bad", "film"), ("good",), ("is", "not")]
@@ -127,8 +127,10 @@ def test_arc_gradient_through_the_hand_written_lstm_backward_equals_autodiff(mon
                               optax.constant_schedule(1.0), "worst_case")
     loss = lambda p: objective(nnx.merge(graphdef, p, rest), batch, jax.random.key(1), 0)[0]
     own = jax.device_get(jax.jit(jax.value_and_grad(loss))(params))
-    forward = interval._unrounded_lstm_forward  # pylint: disable=protected-access
-    monkeypatch.setattr(interval, "_unrounded_lstm_update", lambda *a: forward(*a)[0])
+    for name, forward in (("_unrounded_lstm_update", "_unrounded_lstm_forward"),
+                          ("_unrounded_linear", "_unrounded_linear_forward")):
+      forward = getattr(interval, forward)  # the same forward pass, differentiated by JAX
+      monkeypatch.setattr(interval, name, lambda *a, f=forward: f(*a)[0])
     auto = jax.device_get(jax.jit(jax.value_and_grad(lambda p: loss(p)))(params))
     monkeypatch.setattr(interval.IntervalDomain, "lstm_update",
                         lambda d, *a: lstm_update_by_rules(d, *a))
