@@ -429,7 +429,8 @@ class IntervalDomain:
     i, f, o = σ(p), g = tanh(p) for p = gates_in + recurrent; c' = f·c + i·g; h' = o·tanh(c').
 
     Unrounded (and on plain arrays) this is :func:`~arc_jax.domain.lstm_update_by_rules` (on
-    boxes with a hand-written backward pass, :func:`_unrounded_lstm_update`). The sound domain computes the same ends rounded to nearest and widens each quantity once by an
+    boxes with a hand-written backward pass, :func:`_unrounded_lstm_update`). The sound domain
+    computes the same ends rounded to nearest and widens each quantity once by an
     *absolute* error bound, which exists because every gate lies in [−1, 1]: five widenings per
     step instead of one per operation and end, the same box up to a few ulps of 1.
 

@@ -284,7 +284,8 @@ def test_unrounded_lstm_update_backward_equals_autodiff(seed, scale):
     args = (p.lo, p.hi, c.lo, c.hi)
     cotangents = tuple(jnp.asarray(rng.normal(size=a.shape)) for a in (c.lo,) * 4)
     out, vjp = jax.vjp(iv._unrounded_lstm_update, *args)  # pylint: disable=protected-access
-    ref_out, ref_vjp = jax.vjp(lambda *a: iv._unrounded_lstm_forward(*a)[0], *args)  # pylint: disable=protected-access
+    forward = iv._unrounded_lstm_forward  # pylint: disable=protected-access
+    ref_out, ref_vjp = jax.vjp(lambda *a: forward(*a)[0], *args)
     for a, b in zip(out + vjp(cotangents), ref_out + ref_vjp(cotangents)):
       assert a.dtype == np.float64
       np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-300)
@@ -302,7 +303,8 @@ def test_unrounded_linear_backward_equals_autodiff(seed):
     args = (x.lo, x.hi, kernel, jnp.asarray(rng.normal(size=4)))
     cotangents = tuple(jnp.asarray(rng.normal(size=(3, 2, 4))) for _ in range(2))
     out, vjp = jax.vjp(iv._unrounded_linear, *args)  # pylint: disable=protected-access
-    ref_out, ref_vjp = jax.vjp(lambda *a: iv._unrounded_linear_forward(*a)[0], *args)  # pylint: disable=protected-access
+    forward = iv._unrounded_linear_forward  # pylint: disable=protected-access
+    ref_out, ref_vjp = jax.vjp(lambda *a: forward(*a)[0], *args)
     for a, b in zip(out + vjp(cotangents), ref_out + ref_vjp(cotangents)):
       assert a.dtype == np.float64 and a.shape == b.shape
       np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
