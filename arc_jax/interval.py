@@ -249,7 +249,7 @@ class IntervalDomain:
 
     Soundness in reals: write x = c + e with |e| ≤ r. Then x @ W = c @ W + e @ W and
     |e @ W| ≤ r @ |W|, so the image lies in [c@W − r@|W|, c@W + r@|W|] (+ b). Unrounded, this
-    is the result (c and r computed to nearest).
+    is the result (c and r computed to nearest; :func:`_unrounded_linear`).
 
     In floating point every end is one computed value: c = fl((lo + hi)/2), d = fl((hi − lo)/2),
     P = fl(c@W + b), and ``[P − S, P + S]`` with S = fl(fl(v@|W|) + e),
@@ -286,11 +286,8 @@ class IntervalDomain:
       y = jnp.matmul(x, kernel, precision=PRECISION)
       return y if bias is None else y + bias
     if not self.round_outward:
-      centre = jnp.matmul(x.centre, kernel, precision=PRECISION)
-      if bias is not None:
-        centre = centre + bias
-      spread = jnp.matmul(x.radius, jnp.abs(kernel), precision=PRECISION)
-      return Interval(centre - spread, centre + spread)
+      bias = jnp.zeros(kernel.shape[1], kernel.dtype) if bias is None else bias
+      return Interval(*_unrounded_linear(x.lo, x.hi, kernel, bias))
     alpha, beta, tau, eps, tail = _linear_constants(kernel.shape[0], x.dtype)
     c, d = x.centre, x.radius
     centre = jnp.matmul(c, kernel, precision=PRECISION)
@@ -431,8 +428,9 @@ class IntervalDomain:
     """The LSTM cell after its affine maps (:meth:`~arc_jax.domain.Domain.lstm_update`):
     i, f, o = σ(p), g = tanh(p) for p = gates_in + recurrent; c' = f·c + i·g; h' = o·tanh(c').
 
-    Unrounded (and on plain arrays) this is :func:`~arc_jax.domain.lstm_update_by_rules`. The
-    sound domain computes the same ends rounded to nearest and widens each quantity once by an
+    Unrounded (and on plain arrays) this is :func:`~arc_jax.domain.lstm_update_by_rules` (on
+    boxes with a hand-written backward pass, :func:`_unrounded_lstm_update`). The sound domain
+    computes the same ends rounded to nearest and widens each quantity once by an
     *absolute* error bound, which exists because every gate lies in [−1, 1]: five widenings per
     step instead of one per operation and end, the same box up to a few ulps of 1.
 
@@ -458,8 +456,12 @@ class IntervalDomain:
       covers both after its own rounding.
     The upper ends are symmetric.
     """
-    if not self.round_outward or not any(map(is_interval, (gates_in, recurrent, c))):
+    if not any(map(is_interval, (gates_in, recurrent, c))):
       return lstm_update_by_rules(self, gates_in, recurrent, c)
+    if not self.round_outward:
+      gates, c = as_interval(self.add(gates_in, recurrent)), as_interval(c)
+      h_lo, h_hi, c_lo, c_hi = _unrounded_lstm_update(gates.lo, gates.hi, c.lo, c.hi)
+      return Interval(h_lo, h_hi), Interval(c_lo, c_hi)
     gates_in, recurrent, c = map(as_interval, (gates_in, recurrent, c))
     dtype = c.dtype
     u, t = _unit_roundoff(dtype), float(_tiny(dtype))
@@ -594,6 +596,116 @@ class IntervalDomain:
       return Interval(lo, hi)
     error = _weighted_mean_error(scores, values, mask)
     return round_outward(lo - error, hi + error)
+
+
+def _unrounded_lstm_forward(p_lo, p_hi, c_lo, c_hi):
+  """:func:`~arc_jax.domain.lstm_update_by_rules` of the unrounded domain on the ends of the
+  gate pre-activations p (..., 4H) and of c (..., H): the same operations in the same order.
+
+  Returns ((h_lo, h_hi, c'_lo, c'_hi), residuals): σ of the ends of p's i, f, o part, tanh of
+  the ends of its g part and of c', and c's ends.
+  """
+  hidden = c_lo.shape[-1]
+  s_lo, s_hi = jax.nn.sigmoid(p_lo[..., :3 * hidden]), jax.nn.sigmoid(p_hi[..., :3 * hidden])
+  g_lo, g_hi = jnp.tanh(p_lo[..., 3 * hidden:]), jnp.tanh(p_hi[..., 3 * hidden:])
+  (i_lo, f_lo, o_lo), (i_hi, f_hi, o_hi) = jnp.split(s_lo, 3, -1), jnp.split(s_hi, 3, -1)
+  i0, f0, o0 = (jnp.maximum(v, 0) for v in (i_lo, f_lo, o_lo))  # as IntervalDomain.mul_nonneg
+  cn_lo = c_lo * jnp.where(c_lo >= 0, f0, f_hi) + g_lo * jnp.where(g_lo >= 0, i0, i_hi)
+  cn_hi = c_hi * jnp.where(c_hi >= 0, f_hi, f0) + g_hi * jnp.where(g_hi >= 0, i_hi, i0)
+  t_lo, t_hi = jnp.tanh(cn_lo), jnp.tanh(cn_hi)
+  h_lo = t_lo * jnp.where(t_lo >= 0, o0, o_hi)
+  h_hi = t_hi * jnp.where(t_hi >= 0, o_hi, o0)
+  return (h_lo, h_hi, cn_lo, cn_hi), (s_lo, s_hi, g_lo, g_hi, t_lo, t_hi, c_lo, c_hi)
+
+
+@jax.custom_vjp
+def _unrounded_lstm_update(p_lo, p_hi, c_lo, c_hi):
+  """The unrounded interval LSTM update (:meth:`IntervalDomain.lstm_update`) on the ends of p
+  (..., 4H) and c (..., H): (h_lo, h_hi, c'_lo, c'_hi), with the backward pass of
+  :func:`_unrounded_lstm_backward`."""
+  return _unrounded_lstm_forward(p_lo, p_hi, c_lo, c_hi)[0]
+
+
+def _selected(cond_lo, ct_lo, cond_hi, ct_hi):
+  """Cotangents of the ends (lo, hi) of a non-negative factor x of the products
+  ``y_lo · (x_lo if cond_lo else x_hi)`` and ``y_hi · (x_hi if cond_hi else x_lo)``, given
+  ``ct_lo = ȳ'_lo · y_lo`` and ``ct_hi = ȳ'_hi · y_hi``: each goes to the end it selected."""
+  to_lo = jnp.where(cond_lo, ct_lo, 0) + jnp.where(cond_hi, 0, ct_hi)
+  to_hi = jnp.where(cond_lo, 0, ct_lo) + jnp.where(cond_hi, ct_hi, 0)
+  return to_lo, to_hi
+
+
+def _unrounded_lstm_backward(residuals, cotangents):
+  """The derivative of :func:`_unrounded_lstm_forward`, as autodiff computes it, written out.
+
+  Each product ``y · (x_a if y ≥ 0 else x_b)`` passes ȳ·y to the selected end of x and
+  ȳ·x_selected to y; σ' = σ(1 − σ) and tanh' = 1 − tanh² are taken from the outputs (JAX's
+  rules). The clamps max(σ_lo, 0) of the gates contribute no factor: σ_lo > 0 makes it 1, and
+  σ_lo = 0 makes σ' = 0 anyway. Autodiff of the select-based rules gives the same numbers but
+  XLA (CPU) recomputes the shared cotangents in each gate's fusion; the optimisation barriers
+  make it materialise the incoming and the cell-state cotangents once.
+  """
+  s_lo, s_hi, g_lo, g_hi, t_lo, t_hi, c_lo, c_hi = residuals
+  dh_lo, dh_hi, dc_lo, dc_hi = jax.lax.optimization_barrier(cotangents)
+  (i_lo, f_lo, o_lo), (i_hi, f_hi, o_hi) = jnp.split(s_lo, 3, -1), jnp.split(s_hi, 3, -1)
+  i0, f0, o0 = (jnp.maximum(v, 0) for v in (i_lo, f_lo, o_lo))
+  t_pos_lo, t_pos_hi = t_lo >= 0, t_hi >= 0
+  do_lo, do_hi = _selected(t_pos_lo, dh_lo * t_lo, t_pos_hi, dh_hi * t_hi)
+  dn_lo = dc_lo + dh_lo * jnp.where(t_pos_lo, o0, o_hi) * jax.lax.one_minus_square(t_lo)
+  dn_hi = dc_hi + dh_hi * jnp.where(t_pos_hi, o_hi, o0) * jax.lax.one_minus_square(t_hi)
+  dn_lo, dn_hi = jax.lax.optimization_barrier((dn_lo, dn_hi))
+  c_pos_lo, c_pos_hi = c_lo >= 0, c_hi >= 0
+  df_lo, df_hi = _selected(c_pos_lo, dn_lo * c_lo, c_pos_hi, dn_hi * c_hi)
+  g_pos_lo, g_pos_hi = g_lo >= 0, g_hi >= 0
+  di_lo, di_hi = _selected(g_pos_lo, dn_lo * g_lo, g_pos_hi, dn_hi * g_hi)
+  dg_lo = dn_lo * jnp.where(g_pos_lo, i0, i_hi) * jax.lax.one_minus_square(g_lo)
+  dg_hi = dn_hi * jnp.where(g_pos_hi, i_hi, i0) * jax.lax.one_minus_square(g_hi)
+  gates = lambda di, df, do, dg, s: jnp.concatenate(
+      [jnp.concatenate([di, df, do], -1) * (s * (1 - s)), dg], -1)
+  return (gates(di_lo, df_lo, do_lo, dg_lo, s_lo), gates(di_hi, df_hi, do_hi, dg_hi, s_hi),
+          dn_lo * jnp.where(c_pos_lo, f0, f_hi), dn_hi * jnp.where(c_pos_hi, f_hi, f0))
+
+
+_unrounded_lstm_update.defvjp(_unrounded_lstm_forward, _unrounded_lstm_backward)
+
+
+def _unrounded_linear_forward(lo, hi, kernel, bias):
+  """The unrounded :meth:`IntervalDomain.linear` of the box [lo, hi] (..., n): centre
+  ((lo + hi)/2)@W + b ∓ radius ((hi − lo)/2)@|W|; returns ((lower, upper), residuals)."""
+  centre = jnp.matmul((lo + hi) / 2, kernel, precision=PRECISION) + bias
+  spread = jnp.matmul((hi - lo) / 2, jnp.abs(kernel), precision=PRECISION)
+  return (centre - spread, centre + spread), (lo, hi, kernel)
+
+
+@jax.custom_vjp
+def _unrounded_linear(lo, hi, kernel, bias):
+  """:func:`_unrounded_linear_forward` with the backward pass of
+  :func:`_unrounded_linear_backward`: (lower, upper) ends (..., k)."""
+  return _unrounded_linear_forward(lo, hi, kernel, bias)[0]
+
+
+def _unrounded_linear_backward(residuals, cotangents):
+  """Autodiff's cotangents of :func:`_unrounded_linear_forward`, written out: the centre's
+  cotangent ḡ_lo + ḡ_hi and the spread's ḡ_hi − ḡ_lo go back through W and |W| (the derivative
+  of |w| is ±1 by the sign of w, +1 at 0, as JAX's), and the kernel's is one product over all
+  leading axes. On the LSTM DP's recurrent products (ARC training, CPU) the value and gradient
+  of the certified features took 7% less CPU time than with autodiff's backward pass, around
+  whose per-step dots XLA materialises transposed copies; the barrier keeps the two cotangents
+  computed once."""
+  lo, hi, kernel = residuals
+  g_lo, g_hi = jax.lax.optimization_barrier(cotangents)
+  n, k = kernel.shape
+  d_centre, d_spread = g_lo + g_hi, g_hi - g_lo
+  dx_centre = jnp.matmul(d_centre, kernel.T, precision=PRECISION) / 2
+  dx_radius = jnp.matmul(d_spread, jnp.abs(kernel).T, precision=PRECISION) / 2
+  rows = lambda a, width: a.reshape(-1, width)
+  d_abs = jnp.matmul(rows((hi - lo) / 2, n).T, rows(d_spread, k), precision=PRECISION)
+  d_kernel = (jnp.matmul(rows((lo + hi) / 2, n).T, rows(d_centre, k), precision=PRECISION)
+              + jnp.where(kernel >= 0, d_abs, -d_abs))
+  return dx_centre - dx_radius, dx_centre + dx_radius, d_kernel, rows(d_centre, k).sum(0)
+
+
+_unrounded_linear.defvjp(_unrounded_linear_forward, _unrounded_linear_backward)
 
 
 SOUND = IntervalDomain()

@@ -269,6 +269,47 @@ def test_fused_lstm_update_encloses_float_and_exact_cells(seed, dtype, scale):
       assert_encloses(box, np.asarray(values), tol=0.0)
 
 
+@settings(max_examples=20, deadline=None)
+@given(seeds, st.sampled_from([0.3, 3.0, 1e3]))
+def test_unrounded_lstm_update_backward_equals_autodiff(seed, scale):
+  """The hand-written backward pass of the unrounded LSTM update gives autodiff's cotangents of
+  the same forward pass (float64): mixed-sign and point boxes, states and gates at exactly 0
+  (the selects' ties) and saturated gates (σ = 0, where the clamp max(σ, 0) ties) included."""
+  rng = np.random.default_rng(seed)
+  with jax.enable_x64(True):
+    p, c = random_box(rng, (6, 3, 16), scale), random_box(rng, (6, 3, 4), min(scale, 30.0))
+    p = iv.Interval(p.lo.at[0].set(p.hi[0]), p.hi)  # a point box
+    c = iv.Interval(c.lo.at[1].set(0.0), c.hi.at[2].set(0.0))
+    p = iv.Interval(p.lo.at[3, :, 12:].set(0.0).at[4].set(-1e3), p.hi)
+    args = (p.lo, p.hi, c.lo, c.hi)
+    cotangents = tuple(jnp.asarray(rng.normal(size=a.shape)) for a in (c.lo,) * 4)
+    out, vjp = jax.vjp(iv._unrounded_lstm_update, *args)  # pylint: disable=protected-access
+    forward = iv._unrounded_lstm_forward  # pylint: disable=protected-access
+    ref_out, ref_vjp = jax.vjp(lambda *a: forward(*a)[0], *args)
+    for a, b in zip(out + vjp(cotangents), ref_out + ref_vjp(cotangents)):
+      assert a.dtype == np.float64
+      np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-300)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_unrounded_linear_backward_equals_autodiff(seed):
+  """The hand-written backward pass of the unrounded affine map gives autodiff's cotangents of
+  the same forward pass (float64; leading axes, a point box and zero weights included)."""
+  rng = np.random.default_rng(seed)
+  with jax.enable_x64(True):
+    x = random_box(rng, (3, 2, 5), 2.0)
+    x = iv.Interval(x.lo.at[0, 0].set(x.hi[0, 0]), x.hi)
+    kernel = jnp.asarray(rng.normal(size=(5, 4))).at[1, 2].set(0.0)
+    args = (x.lo, x.hi, kernel, jnp.asarray(rng.normal(size=4)))
+    cotangents = tuple(jnp.asarray(rng.normal(size=(3, 2, 4))) for _ in range(2))
+    out, vjp = jax.vjp(iv._unrounded_linear, *args)  # pylint: disable=protected-access
+    forward = iv._unrounded_linear_forward  # pylint: disable=protected-access
+    ref_out, ref_vjp = jax.vjp(lambda *a: forward(*a)[0], *args)
+    for a, b in zip(out + vjp(cotangents), ref_out + ref_vjp(cotangents)):
+      assert a.dtype == np.float64 and a.shape == b.shape
+      np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-14)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fused_lstm_update_of_a_point_is_narrow(dtype):
   """A point's box is a few tens of ulps of 1 wide (the widenings are absolute)."""

@@ -10,7 +10,9 @@ import optax
 import pytest
 from flax import nnx
 
+from arc_jax import interval
 from arc_jax.data import make_batch, parse_tree
+from arc_jax.domain import lstm_update_by_rules
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
@@ -106,3 +108,35 @@ def test_arc_objective_on_the_reachable_grid_equals_the_full_grid():
   np.testing.assert_allclose(cut_loss, full_loss, rtol=1e-12)
   for a, b in zip(jax.tree.leaves(cut_grads), jax.tree.leaves(full_grads)):
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+
+
+def test_arc_gradient_through_the_hand_written_backward_passes_equals_autodiff(monkeypatch):
+  """The ARC loss's gradient through the unrounded LSTM update's and affine maps' own backward
+  passes equals autodiff's through the same forward passes (float64, dropout on, reachable
+  grid), and the unrounded update matches the domain's rules."""
+  family = FAMILIES["lstm"]
+  space = parse_space("[(Del,2),(Sub,2)]", synonyms=SYNONYMS)
+  sentences = [("the", "good", "movie"), ("bad", "film"), ("good",), ("is", "not")]
+  with jax.enable_x64(True):
+    model = LSTMClassifier(np.random.default_rng(0).normal(size=(len(WORDS), 4)) * 3, hidden=5,
+                           projection=4, head_hidden=3, dropout_rate=0.3, rngs=nnx.Rngs(0),
+                           param_dtype=jnp.float64)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    batch = family.lower(PlanBuilder(space, VOCAB), sentences, [1, 0, 1, 0], range(4), 4, True)
+    objective = arc_objective(family, space.signature, optax.constant_schedule(0.5),
+                              optax.constant_schedule(1.0), "worst_case")
+    loss = lambda p: objective(nnx.merge(graphdef, p, rest), batch, jax.random.key(1), 0)[0]
+    own = jax.device_get(jax.jit(jax.value_and_grad(loss))(params))
+    for name, forward in (("_unrounded_lstm_update", "_unrounded_lstm_forward"),
+                          ("_unrounded_linear", "_unrounded_linear_forward")):
+      forward = getattr(interval, forward)  # the same forward pass, differentiated by JAX
+      monkeypatch.setattr(interval, name, lambda *a, f=forward: f(*a)[0])
+    auto = jax.device_get(jax.jit(jax.value_and_grad(lambda p: loss(p)))(params))
+    monkeypatch.setattr(interval.IntervalDomain, "lstm_update",
+                        lambda d, *a: lstm_update_by_rules(d, *a))
+    rules = jax.device_get(jax.jit(jax.value_and_grad(lambda p: loss(p) + 0))(params))
+  assert own[0].dtype == np.float64 and own[0] > 0
+  for ref in (auto, rules):
+    np.testing.assert_allclose(own[0], ref[0], rtol=1e-14)
+    for a, b in zip(jax.tree.leaves(own[1]), jax.tree.leaves(ref[1])):
+      np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)
