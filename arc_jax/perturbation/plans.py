@@ -190,7 +190,7 @@ class PlanBuilder:
     # batches of 32 hold 4–33× fewer distinct ids than id entries. The bound is a power of two
     # of at least twice the token slots, so batches of one shape share it unless they hold more
     # (SST-2 training batches hold at most 1.43 distinct ids per token slot, so ARC training
-    # compiles no more shapes than without the table; test batches up to 2.3).
+    # compiles no more shapes than without the table; SST-2 test batches up to 3.1).
     count = len(np.unique(np.concatenate([a.ravel() for a in plan_word_ids(plan)])))
     return dataclasses.replace(plan, distinct_words=pow2_at_least(max(count, 2 * token_ids.size)))
 
