@@ -73,7 +73,7 @@ def word_pre_activations(model: LSTMClassifier, plan: Plan, domain: Domain = iv.
   table = project(words)
 
   def lookup(ids: jax.Array) -> iv.Value:
-    rows = jnp.minimum(jnp.searchsorted(words, ids, method="scan_unrolled"), words.shape[0] - 1)
+    rows = jnp.searchsorted(words, ids, method="scan_unrolled")  # < size: ids ≤ the fill
     return jax.tree.map(lambda a: a[rows], table)
 
   return lookup

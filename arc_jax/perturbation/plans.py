@@ -61,8 +61,7 @@ class Plan:
     distinct_words: optional bound (static, a power of two) on the number of distinct ids in
       ``token_ids`` and every ``replacement_ids``, padding id 0 included: the DP embeds and
       projects each distinct word once (:func:`arc_jax.certify.lstm_dp.word_pre_activations`).
-      Set by :meth:`PlanBuilder.build`; a plan holding more distinct ids is still certified
-      correctly, each word projected where it stands.
+      Set by :meth:`PlanBuilder.build`; a host plan refuses a bound below its count.
   """
 
   token_ids: np.ndarray
@@ -77,9 +76,8 @@ class Plan:
     # (plans made inside jitted code come from checked ones by dropping ids).
     if self.distinct_words is None:
       return
-    ids = plan_word_ids(self)
-    if all(isinstance(a, np.ndarray) for a in ids):
-      count = len(np.unique(np.concatenate([a.ravel() for a in ids])))
+    if all(isinstance(a, np.ndarray) for a in plan_word_ids(self)):
+      count = distinct_word_count(self)
       if count > self.distinct_words:
         raise ValueError(f"The plan holds {count} distinct word ids, more than its "
                          f"distinct_words bound {self.distinct_words}: make plans with "
@@ -93,6 +91,11 @@ class Plan:
 def plan_word_ids(plan: Plan) -> list:
   """The arrays of word ids a plan holds: its tokens and every transformation's replacements."""
   return [plan.token_ids] + [tp.replacement_ids for tp in plan.transformations]
+
+
+def distinct_word_count(plan: Plan) -> int:
+  """The number of distinct ids in :func:`plan_word_ids` of a host (numpy) plan."""
+  return len(np.unique(np.concatenate([a.ravel() for a in plan_word_ids(plan)])))
 
 
 class PlanBuilder:
@@ -191,8 +194,8 @@ class PlanBuilder:
     # of at least twice the token slots, so batches of one shape share it unless they hold more
     # (SST-2 training batches hold at most 1.43 distinct ids per token slot, so ARC training
     # compiles no more shapes than without the table; SST-2 test batches up to 3.1).
-    count = len(np.unique(np.concatenate([a.ravel() for a in plan_word_ids(plan)])))
-    return dataclasses.replace(plan, distinct_words=pow2_at_least(max(count, 2 * token_ids.size)))
+    bound = pow2_at_least(max(distinct_word_count(plan), 2 * token_ids.size))
+    return dataclasses.replace(plan, distinct_words=bound)
 
 
 def reachable_signature(space: Space | Signature, plan: Plan) -> Signature:
