@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 import numpy as np
 from flax import nnx
 
+from arc_jax import parallel
 from arc_jax.data import num_batches
 from arc_jax.train.objectives import certify_rows, classify_rows
 from arc_jax.train.progress import eval_bar
@@ -98,7 +99,8 @@ def _row_flags(context: Context, rows_fn: RowsFn, certify: bool,
   batches = experiment.batches(split, size, certify=certify)
   return evaluate_split(make_eval_step(experiment.graphdef, rows_fn, experiment.mesh),
                         context.params, experiment.rest, batches, n, experiment.put,
-                        bar=eval_bar(num_batches(n, size), f"{name} {split}", context.progress))
+                        bar=eval_bar(num_batches(n, size), f"{name} {split}", context.progress),
+                        workers=parallel.concurrent_calls(experiment.mesh))
 
 
 def accuracy(context: Context) -> Outcome:

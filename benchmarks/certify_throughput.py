@@ -6,10 +6,12 @@ grid where the code has ``certification_order``, else by length as the original'
 does); then 32 IMDB reviews of 500 tokens under [(Sub,2)] for memory.
 
     python benchmarks/certify_throughput.py [--model lstm|bilstm|tree] [--spaces SPEC ...]
-        [--sentences N] [--baseline REV [--rounds R]]
+        [--sentences N] [--workers W] [--baseline REV [--rounds R]]
 
-``sentences_per_s`` times the jitted DP alone over all batches: the best of three passes after a
-first (compiling) one (the machines are shared and noisy), with the median beside it;
+``sentences_per_s`` times the jitted DP alone over all batches, ``workers`` of them at once as
+``certify`` and ``evaluate.py`` run them (``arc_jax.parallel.concurrent_calls``): the best of
+three passes after a first (compiling) one (the machines are shared and noisy), with the
+median beside it;
 ``plan_s`` is the host time to lower the sentences; ``peak_memory_mib`` is the device's peak
 (the process's peak RSS on a CPU); ``compiled_shapes`` counts distinct (width, grid) pairs.
 ``cpu_sentences_per_s`` divides by the process's CPU time (steadier on an overloaded machine).
@@ -44,6 +46,11 @@ from arc_jax.data import (build_vocab_and_embeddings, candidate_words, find_data
                           load_synonyms, prepare_lstm_data, restrict_synonyms, review_tokens)
 from arc_jax.nn import LSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
+
+try:
+  from arc_jax.parallel import concurrent_calls, ordered_map
+except ImportError:  # a baseline before concurrent batches: one call at a time
+  concurrent_calls, ordered_map = (lambda: 1), (lambda fn, items, workers: map(fn, items))
 
 try:
   from arc_jax.perturbation import data_space
@@ -97,9 +104,11 @@ def batches_of(builder, space, sentences, labels, batch_size):
   return order, batches
 
 
-def time_certification(model, space, sentences, labels, vocab, batch_size, slots, repeats=3):
+def time_certification(model, space, sentences, labels, vocab, batch_size, slots, workers,
+                       repeats=3):
   """Plan seconds, first (compiling) pass seconds, the later passes' seconds (sorted), their
-  least CPU seconds, the margins (n, K) in input order and the number of compiled shapes."""
+  least CPU seconds, the margins (n, K) in input order and the number of compiled shapes.
+  ``workers`` batches run at once (``arc_jax.parallel.ordered_map``)."""
   builder = PlanBuilder(space, vocab, min_replacement_slots=slots)
   start = time.perf_counter()
   order, batches = batches_of(builder, space, sentences, labels, batch_size)
@@ -108,7 +117,8 @@ def time_certification(model, space, sentences, labels, vocab, batch_size, slots
   passes, cpu = [], []
   for _ in range(1 + repeats):
     start, cpu_start = time.perf_counter(), time.process_time()
-    certs = [certify_jit(graphdef, sig, state, plan, y) for sig, plan, y in batches]
+    certs = list(ordered_map(lambda b: certify_jit(graphdef, b[0], state, b[1], b[2]), batches,
+                             workers))
     jax.block_until_ready([c.certified for c in certs])
     passes.append(time.perf_counter() - start)
     cpu.append(time.process_time() - cpu_start)
@@ -121,7 +131,7 @@ def time_certification(model, space, sentences, labels, vocab, batch_size, slots
 
 
 def sst2_lines(model_kind: str, specs, batch_size: int, sentences: int | None,
-               margins_dir: str | None):
+               margins_dir: str | None, workers: int):
   data = prepare_lstm_data("sst2")
   test = data.splits["test"]
   tokens, labels = test.tokens[:sentences], test.labels[:sentences]
@@ -131,12 +141,13 @@ def sst2_lines(model_kind: str, specs, batch_size: int, sentences: int | None,
   for spec in specs:
     space = data_space(data, spec)
     plan_s, first_s, passes, cpu_s, margins, shapes = time_certification(
-        model, space, tokens, labels, data.vocab, batch_size, slots)
+        model, space, tokens, labels, data.vocab, batch_size, slots, workers)
     if margins_dir:
       np.save(pathlib.Path(margins_dir) / f"{spec}.npy", margins)
     n, steady_s = len(tokens), passes[0]
     yield {"benchmark": "certify_sst2_test", "model": model_kind, "space": spec,
-           "sentences": n, "batch_size": batch_size, "sentences_per_s": round(n / steady_s, 1),
+           "sentences": n, "batch_size": batch_size, "workers": workers,
+           "sentences_per_s": round(n / steady_s, 1),
            "median_sentences_per_s": round(n / passes[len(passes) // 2], 1),
            "cpu_sentences_per_s": round(n / cpu_s, 1),
            "seconds": round(steady_s, 3), "compile_s": round(first_s - steady_s, 2),
@@ -178,7 +189,7 @@ def imdb_line(model_kind: str):
   labels = np.zeros((len(reviews),), np.int32)
   rss_before = peak_rss_mib()
   plan_s, first_s, passes, _, _, _ = time_certification(
-      model, space, reviews, labels, emb.vocab, len(reviews), replacement_slots(synonyms))
+      model, space, reviews, labels, emb.vocab, len(reviews), replacement_slots(synonyms), 1)
   steady_s = passes[0]
   return {"benchmark": "certify_imdb_long", "model": model_kind, "space": "[(Sub,2)]",
           "reviews": len(reviews), "tokens": 500, "seconds": round(steady_s, 3),
@@ -217,6 +228,9 @@ def main(argv=None):
   parser.add_argument("--batch-size", type=int, help="default 32 (trees: 64)")
   parser.add_argument("--sentences", type=int, help="the first N test sentences (default all)")
   parser.add_argument("--skip-imdb", action="store_true")
+  parser.add_argument("--workers", type=int,
+                      help="batches certified at once (default: arc_jax.parallel.concurrent_calls;"
+                           " a baseline without it runs one at a time)")
   parser.add_argument("--baseline", help="a revision to measure side by side (e.g. 4046642)")
   parser.add_argument("--rounds", type=int, default=1, help="alternating runs per revision")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -242,7 +256,7 @@ def main(argv=None):
     margins_dir = pathlib.Path(args.margins_dir) / os.environ.get("ARC_JAX_REVISION", "current")
     margins_dir.mkdir(parents=True, exist_ok=True)
   for line in sst2_lines(args.model, args.spaces, args.batch_size or 32, args.sentences,
-                         margins_dir):
+                         margins_dir, args.workers or concurrent_calls()):
     print(json.dumps(line), flush=True)
   if not args.skip_imdb:
     print(json.dumps(imdb_line(args.model)), flush=True)

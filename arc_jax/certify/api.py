@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import chex
 import jax
@@ -14,6 +14,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
+from arc_jax import parallel
 from arc_jax.certify.attention_dp import POOLED_FEATURES
 from arc_jax.certify.certificate import Certificate
 from arc_jax.certify.lstm_dp import certified_features
@@ -183,6 +184,13 @@ def _check_examples(examples: Sequence, labels, num_classes: int, what: str, fix
   return labels.astype(np.int32)
 
 
+def _first_rows(certs: Iterable[Certificate], count: int, batch_size: int) -> list[Certificate]:
+  """Host copies of batches of ``batch_size`` rows holding ``count`` examples in all, each cut
+  to its examples (the last batch is padded)."""
+  return [jax.tree.map(lambda a, n=min(batch_size, count - i * batch_size): np.asarray(a)[:n], c)
+          for i, c in enumerate(certs)]
+
+
 def _in_input_order(parts: Sequence[Certificate], order: np.ndarray) -> dict[str, np.ndarray]:
   """Per-example certificates of batches in ``order`` → numpy arrays in the input order."""
   merged = jax.tree.map(lambda *a: np.concatenate(a), *parts)
@@ -262,16 +270,19 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
   builder = PlanBuilder(space, vocab)
   graphdef, state = nnx.split(model)
   order = certification_order(builder, sentences)
-  parts = []
-  for start in range(0, len(order), batch_size):
-    idx = order[start:start + batch_size]
-    plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
-    y = np.zeros((batch_size,), np.int32)  # padding rows get label 0; their results are dropped
-    y[:len(idx)] = labels[idx]
-    cert = certify_jit(graphdef, reachable_signature(space, plan), state, plan, y, eps,
-                       domain=domain)
-    parts.append(jax.tree.map(lambda a, n=len(idx): np.asarray(a)[:n], cert))
-  return _in_input_order(parts, order)
+
+  def batches():
+    for start in range(0, len(order), batch_size):
+      idx = order[start:start + batch_size]
+      plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
+      y = np.zeros((batch_size,), np.int32)  # padding rows get label 0; their results dropped
+      y[:len(idx)] = labels[idx]
+      yield plan, y
+
+  certs = parallel.ordered_map(
+      lambda b: certify_jit(graphdef, reachable_signature(space, b[0]), state, *b, eps,
+                            domain=domain), batches(), parallel.concurrent_calls())
+  return _in_input_order(_first_rows(certs, len(order), batch_size), order)
 
 
 @certify.register
@@ -307,12 +318,16 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
   builder = TreeBatchBuilder(vocab, tspace)
   graphdef, state = nnx.split(model)
   order = np.argsort([t.num_nodes for t in trees], kind="stable")
-  parts = []
-  for start in range(0, len(order), batch_size):
-    idx = order[start:start + batch_size]
-    batch = builder.build([trees[i] for i in idx], batch_size)
-    node_labels = np.full(batch.shape, -1, np.int32)
-    node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
-    cert = certify_jit(graphdef, tspace.signature, state, batch, node_labels, eps, join=join)
-    parts.append(jax.tree.map(lambda a, n=len(idx): np.asarray(a)[:n], cert.per_example()))
-  return _in_input_order(parts, order)
+
+  def batches():
+    for start in range(0, len(order), batch_size):
+      idx = order[start:start + batch_size]
+      batch = builder.build([trees[i] for i in idx], batch_size)
+      node_labels = np.full(batch.shape, -1, np.int32)
+      node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
+      yield batch, node_labels
+
+  certs = parallel.ordered_map(
+      lambda b: certify_jit(graphdef, tspace.signature, state, *b, eps, join=join).per_example(),
+      batches(), parallel.concurrent_calls())
+  return _in_input_order(_first_rows(certs, len(order), batch_size), order)

@@ -176,7 +176,7 @@ class _Trainer:
     flags = evaluate_split(self.eval_step, params, self.exp.rest, batches, n, self.place,
                            bar=eval_bar(num_batches(n, size), "dev" if split == "validation"
                                         else split, self.show_progress),
-                           stop=stop)
+                           stop=stop, workers=parallel.concurrent_calls(self.exp.mesh))
     correct, certified = flags["correct"], flags["certified"]
     return {"examples": n, "correct": int(correct.sum()), "certified": int(certified.sum()),
             "acc": round(float(correct.mean()), 6), "cf_acc": round(float(certified.mean()), 6)}

@@ -206,7 +206,8 @@ def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
 
 def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Iterable,
                    num_examples: int, place: Callable, *, bar=None,
-                   stop: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
+                   stop: Callable[[], None] | None = None, workers: int = 1
+                   ) -> dict[str, np.ndarray]:
   """Per-example outcomes bool (n,) of a split, in split order: the eval step's keys.
 
   Args:
@@ -219,17 +220,24 @@ def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Itera
     bar: a tqdm bar advanced once per batch (closed at the end), or None.
     stop: called before each batch; raises to abandon the evaluation (e.g.
       :meth:`arc_jax.train.interrupt.StopRequest.raise_if_set`).
+    workers: batches evaluated at once (:func:`arc_jax.parallel.concurrent_calls`).
 
-  Without a (displayed) bar the host waits once, at the end; with one it keeps one batch in
-  flight and counts the batches done.
+  With one worker and no (displayed) bar the host waits once, at the end; with a bar it keeps
+  one batch in flight and counts the batches done.
   """
   shown = bar is not None and not bar.disable
-  outputs, rows = [], []
-  for batch in batches:
-    if stop is not None:
-      stop()
-    outputs.append(eval_step(params, rest, place(batch)))
-    rows.append(batch.indices)
+  rows = []
+
+  def placed():
+    for batch in batches:
+      if stop is not None:
+        stop()
+      rows.append(batch.indices)
+      yield place(batch)
+
+  outputs = []
+  for out in parallel.ordered_map(lambda b: eval_step(params, rest, b), placed(), workers):
+    outputs.append(out)
     if shown and len(outputs) > 1:
       jax.block_until_ready(outputs[-2])
       bar.update()
