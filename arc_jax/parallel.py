@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -83,10 +84,27 @@ def concurrent_calls(mesh: Mesh | None = None) -> int:
   return 2 if cpu and len(devices) == 1 and jax.process_count() == 1 else 1
 
 
+_THREAD_LOCAL_SETTINGS = (
+    ("jax_enable_x64", jax.enable_x64),
+    ("jax_default_matmul_precision", jax.default_matmul_precision),
+    ("jax_default_device", jax.default_device),
+    ("jax_numpy_dtype_promotion", jax.numpy_dtype_promotion),
+    ("jax_numpy_rank_promotion", jax.numpy_rank_promotion),
+    ("jax_default_prng_impl", jax.default_prng_impl),
+    ("jax_debug_nans", jax.debug_nans),
+    ("jax_debug_infs", jax.debug_infs),
+    ("jax_disable_jit", jax.disable_jit))
+"""The JAX settings that a ``with`` context sets for its thread alone and that change what a
+call computes or where: (config name, context manager), carried into :func:`ordered_map`'s
+threads."""
+
+
 def ordered_map(fn: Callable[[Any], Any], items: Iterable, workers: int) -> Iterator[Any]:
   """``fn(item)`` for each item, yielded in order, with up to ``workers`` calls at once.
 
-  With ``workers`` > 1 each call runs in a thread of its own and its result is waited for there
+  With ``workers`` > 1 each call runs in a thread of its own, under the calling thread's JAX
+  settings (:data:`_THREAD_LOCAL_SETTINGS`: a new thread would not see a ``jax.enable_x64``
+  context of the caller and would compute in float32), and its result is waited for there
   (``jax.block_until_ready``); the next item is taken from ``items`` (built on the calling
   thread) while they run. With 1, the calls run on the calling thread and are not waited for
   (JAX's asynchronous dispatch).
@@ -94,7 +112,14 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable, workers: int) -> Iter
   if workers <= 1:
     yield from map(fn, items)
     return
-  ready = lambda item: jax.block_until_ready(fn(item))
+  settings = [(context, getattr(jax.config, name)) for name, context in _THREAD_LOCAL_SETTINGS]
+
+  def ready(item):
+    with contextlib.ExitStack() as stack:
+      for context, value in settings:
+        stack.enter_context(context(value))
+      return jax.block_until_ready(fn(item))
+
   with concurrent.futures.ThreadPoolExecutor(workers) as pool:
     running = collections.deque()
     for item in items:

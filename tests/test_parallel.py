@@ -6,6 +6,7 @@ import time
 import types
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -65,6 +66,18 @@ def test_ordered_map_takes_items_while_calls_run():
   assert started.is_set() and seen[0] >= 2  # item 1 was taken before call 0 ended
 
 
+def test_ordered_map_runs_calls_under_the_callers_jax_settings():
+  """A ``with`` context of JAX settings holds for its thread alone: without carrying them over,
+  a certification under ``jax.enable_x64(True)`` ran in float32 in the worker threads."""
+  seen = lambda i: (jnp.ones(1).dtype, jax.config.jax_default_matmul_precision,
+                    jax.config.jax_numpy_rank_promotion)
+  with jax.enable_x64(True), jax.default_matmul_precision("highest"), \
+      jax.numpy_rank_promotion("raise"):
+    inside = list(parallel.ordered_map(seen, range(4), 2))
+  assert inside == [(np.dtype("float64"), "highest", "raise")] * 4
+  assert list(parallel.ordered_map(seen, range(2), 2))[0][0] == np.dtype("float32")
+
+
 def test_one_cpu_device_runs_two_calls_at_once_and_a_mesh_of_several_one():
   assert parallel.concurrent_calls() == 2  # the suite runs on one CPU device
   assert parallel.concurrent_calls(parallel.data_mesh()) == 2
@@ -97,8 +110,16 @@ def test_certify_sentences_gives_the_same_certificates_two_batches_at_a_time(
   sentences = _sentences(23)
   labels = np.random.default_rng(2).integers(0, 2, 23)
   together = certify(model, space, sentences, labels, VOCAB, batch_size=4)
+  with jax.enable_x64(True):  # a float64 model under the caller's x64 context
+    wide = LSTMClassifier(np.random.default_rng(1).normal(size=(len(WORDS), 6)) * 2, hidden=5,
+                          projection=4, bidirectional=bidirectional, rngs=nnx.Rngs(0),
+                          param_dtype=jnp.float64)
+    wide_together = certify(wide, space, sentences, labels, VOCAB, batch_size=4)
+  assert wide_together["margins"].dtype == np.float64
   monkeypatch.setattr(parallel, "concurrent_calls", lambda mesh=None: 1)
   _same(certify(model, space, sentences, labels, VOCAB, batch_size=4), together)
+  with jax.enable_x64(True):
+    _same(certify(wide, space, sentences, labels, VOCAB, batch_size=4), wide_together)
 
 
 def test_certify_trees_gives_the_same_certificates_two_batches_at_a_time(monkeypatch):
