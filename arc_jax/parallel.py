@@ -5,6 +5,10 @@ and the DP plan) is sharded along its leading (batch) axis. ``jax.jit`` then run
 on every device and inserts the gradient all-reduce itself. The same code runs on one device,
 on all local devices, and on several hosts after ``jax.distributed.initialize()`` (the mesh
 spans ``jax.devices()``, the global device list; see :func:`put`).
+
+Independent calls (evaluation batches) can also run side by side on one CPU device
+(:func:`concurrent_calls`, :func:`ordered_map`), where XLA leaves a core idle during most of
+the interval DP's elementwise work.
 """
 
 from __future__ import annotations
