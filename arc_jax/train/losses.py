@@ -86,6 +86,11 @@ def max_of_means_loss(cert: Certificate, labels: jax.Array, weights: jax.Array) 
 
 ROBUST_LOSSES = {"worst_case": worst_case_loss, "max_of_means": max_of_means_loss}
 
+WEIGHTED_MEAN_LOSSES = ("worst_case",)
+"""The robust losses that are, like :func:`cross_entropy`, weighted means Σ w·ℓ / max(Σ w, 1)
+of per-term losses with the batch's weights, so that a batch's loss follows from its parts'
+(max_of_means takes a max over whole-batch means)."""
+
 
 def arc_loss(clean: jax.Array, robust: jax.Array, robust_weight: jax.Array) -> jax.Array:
   """``(1 − λ)·clean + λ·robust`` with λ = ``robust_weight``."""

@@ -18,7 +18,7 @@ import optax
 from arc_jax import interval
 from arc_jax.train import losses
 from arc_jax.train.families import ModelFamily
-from arc_jax.train.steps import Objective, RowMetrics, RowsFn
+from arc_jax.train.steps import MeanObjective, Objective, RowMetrics, RowsFn
 
 
 @functools.cache
@@ -81,4 +81,7 @@ def arc_objective(family: ModelFamily, signature, robust_weight: optax.Schedule,
     return (losses.arc_loss(clean, robust, robust_weight(step)),
             family.rows(batch, cert.clean_logits, cert.certified))
 
-  return objective
+  if family.take_rows is None or robust_loss not in losses.WEIGHTED_MEAN_LOSSES:
+    return objective
+  # Both terms are weighted means with the targets' weights: the step may split the batch.
+  return MeanObjective(objective, lambda batch: family.targets(batch)[1], family.take_rows)

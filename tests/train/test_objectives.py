@@ -20,6 +20,7 @@ from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 from arc_jax.train import (FAMILIES, arc_objective, clean_objective, data_mesh, epoch_ramp,
                            init_state, make_optimizer, make_train_step, zero_totals)
 from arc_jax.train.families import IndexedTrees
+from arc_jax.train.steps import MeanObjective, PartsTrainStep
 
 WORDS = ["<pad>", "a", "the", "good", "fine", "great", "bad", "movie", "film", "is", "not"]
 VOCAB = {w: i for i, w in enumerate(WORDS)}
@@ -140,3 +141,56 @@ def test_arc_gradient_through_the_hand_written_backward_passes_equals_autodiff(m
     np.testing.assert_allclose(own[0], ref[0], rtol=1e-14)
     for a, b in zip(jax.tree.leaves(own[1]), jax.tree.leaves(ref[1])):
       np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-14)
+
+
+def test_a_step_on_row_parts_equals_the_step_on_the_whole_batch():
+  """The gradient summed over row parts (two parts of 3 and 2 rows, one a padding row) computed
+  in concurrent calls gives the whole batch's step (float64, no dropout): the same parameters,
+  loss and counts. Equal parts compile the part call once per batch shape."""
+  family = FAMILIES["lstm"]
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms=SYNONYMS)
+  sentences = [("the", "good", "movie"), ("a", "bad", "film"), ("good",), ("bad", "movie")]
+  with jax.enable_x64(True):
+    model = LSTMClassifier(np.random.default_rng(0).normal(size=(len(WORDS), 4)) * 3, hidden=5,
+                           projection=4, head_hidden=3, dropout_rate=0.0, rngs=nnx.Rngs(0),
+                           param_dtype=jnp.float64)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    builder = PlanBuilder(space, VOCAB)
+    batches = [family.lower(builder, sentences, [1, 0, 1, 0], range(4), size, True)
+               for size in (5, 4)]
+    tx = make_optimizer(3e-2, 1e-4, 1.0)
+    objective = arc_objective(family, space.signature, optax.constant_schedule(0.5),
+                              optax.constant_schedule(1.0), "worst_case")
+    mesh = data_mesh(jax.devices()[:1])
+    whole, parts = (make_train_step(graphdef, tx, objective, mesh, n) for n in (1, 2))
+    assert isinstance(parts, PartsTrainStep) and not isinstance(whole, PartsTrainStep)
+    fresh = lambda: init_state(jax.tree.map(jnp.copy, params), tx, 0)
+    for batch in batches:
+      totals = [jax.device_get(step(fresh(), rest, batch, zero_totals())) for step in (whole, parts)]
+      (state_1, totals_1), (state_2, totals_2) = totals
+      assert totals_1["loss"].dtype == np.float64 and totals_1["loss"] > 0
+      np.testing.assert_allclose(totals_2["loss"], totals_1["loss"], rtol=1e-13)
+      for key in ("correct", "examples", "certified", "certify_examples"):
+        assert totals_2[key] == totals_1[key]
+      assert totals_1["examples"] == 4
+      for a, b in zip(jax.tree.leaves(state_2.params), jax.tree.leaves(state_1.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+  # The 5-row batch compiled parts of 3 and 2 rows; the 4-row batch one part of 2.
+  assert parts._part._cache_size() == 3  # pylint: disable=protected-access
+
+
+def test_objectives_that_are_no_weighted_mean_keep_the_batch_whole():
+  """max_of_means takes a max over whole-batch means, so its step is one call; the clean
+  objective's step is one call too (it has no DP to share out)."""
+  family = FAMILIES["lstm"]
+  space = parse_space("[(Del,1),(Sub,1)]", synonyms=SYNONYMS)
+  model = LSTMClassifier(np.zeros((len(WORDS), 4), np.float32), hidden=5, projection=4,
+                         head_hidden=3, rngs=nnx.Rngs(0))
+  graphdef, _, _ = nnx.split(model, nnx.Param, ...)
+  tx, mesh = make_optimizer(3e-2, 0.0, 1.0), data_mesh(jax.devices()[:1])
+  ramp = optax.constant_schedule(0.5)
+  assert isinstance(arc_objective(family, space.signature, ramp, ramp, "worst_case"),
+                    MeanObjective)
+  for objective in (arc_objective(family, space.signature, ramp, ramp, "max_of_means"),
+                    clean_objective(family)):
+    assert not isinstance(make_train_step(graphdef, tx, objective, mesh, 2), PartsTrainStep)

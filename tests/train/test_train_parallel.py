@@ -50,7 +50,7 @@ SCRIPT = textwrap.dedent("""
       tx = make_optimizer(1e-2, 1e-4, 0.25)
       objective = arc_objective(FAMILIES["lstm"], space.signature, epoch_ramp(0.5, 0.5, 0, 1),
                                 epoch_ramp(1.0, 1.0, 0, 1), "worst_case")
-      step = make_train_step(graphdef, tx, objective, mesh)
+      step = make_train_step(graphdef, tx, objective, mesh, 1)  # one call: the same dropout masks
       state = put(init_state(params, tx, 0), replicated(mesh))
       rest, totals = put(rest, replicated(mesh)), put(zero_totals(), replicated(mesh))
       sharded = put(batch, batch_sharded(mesh))

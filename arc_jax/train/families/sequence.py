@@ -94,6 +94,12 @@ def certify(model: LSTMClassifier, signature: Signature, batch: Batch, eps, drop
                        **options)
 
 
+def take_rows(batch: Batch, start, size: int) -> Batch:
+  """Rows ``start:start + size`` (``start`` may be traced): every array of a batch and of its
+  plan is row-major."""
+  return jax.tree.map(lambda a: jax.lax.dynamic_slice_in_dim(a, start, size), batch)
+
+
 def targets(batch: Batch) -> tuple[jax.Array, jax.Array]:
   return batch.labels, batch.weights
 
@@ -134,5 +140,5 @@ SEQUENCE = ModelFamily(
     make_model=make_model, examples=examples, size=len, lower=lower, put=put, forward=forward,
     certify=certify, targets=targets, rows=rows, sample=augment_batch, attack=attack,
     enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples,
-    group=PlanBuilder.grid_group)
+    group=PlanBuilder.grid_group, take_rows=take_rows)
 """(Bi-)LSTMs on sentences (``config.model = "lstm"``)."""
