@@ -118,6 +118,14 @@ class Domain(Protocol):
     sound interval domain rounds once per step instead of once per operation)."""
 
 
+def lift_input(domain: Domain, x: jax.Array) -> Value:
+  """The concrete input ``x`` as an argument of ``domain``'s rules: ``x`` itself where the
+  domain is :attr:`~Domain.exact_on_points` (its rules compute the concrete operations on a
+  plain array, which is the point's image: an affine map then costs one product, not a centre
+  and a radius product), else :meth:`~Domain.lift`."""
+  return x if domain.exact_on_points else domain.lift(x)
+
+
 def concatenate(values: Sequence[Value], axis: int = -1) -> Value:
   """Concatenation of abstract (or concrete) values along ``axis``, leafwise."""
   return jax.tree.map(lambda *a: jnp.concatenate(a, axis=axis), *values)

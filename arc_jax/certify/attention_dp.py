@@ -288,7 +288,10 @@ def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Arra
   directions = []
   for cell, p, v, ok in zip(model.cells, plans, valid, suffix_ok):
     z = domain.monotone(jax.nn.relu, words(p.token_ids))  # every rounding
-    emitted = positional_scan(cell, sig, cell.input_gates(z, domain),
+    gates = cell.input_gates(z, domain)
+    if domain.exact_on_points:  # a plain array (lift_input); the scan steps it beside boxes
+      gates = domain.lift(gates)
+    emitted = positional_scan(cell, sig, gates,
                               replacement_gates(model, cell, p, sig, eps, domain, words),
                               [tp.match for tp in p.transformations], p.lengths, v, domain)
     unflat = lambda a: a.reshape(a.shape[:2] + (size, a.shape[-1]))

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from arc_jax import interval as iv
-from arc_jax.domain import Domain, concatenate
+from arc_jax.domain import Domain, concatenate, lift_input
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.perturbation.plans import Plan, plan_word_ids, reverse_plan
@@ -64,7 +64,8 @@ def word_pre_activations(model: LSTMClassifier, plan: Plan, domain: Domain = iv.
   ``plan`` and of plans made from it by dropping ids (:func:`reverse_plan`, fewer rows), since
   :class:`Plan` refuses a bound below its count of distinct ids.
   """
-  project = lambda ids: model.projection.pre_activation(domain.lift(model.embed(ids)), domain)
+  project = lambda ids: model.projection.pre_activation(lift_input(domain, model.embed(ids)),
+                                                        domain)
   if plan.distinct_words is None:
     return project
   # Filled with the largest id, so the table stays sorted for the binary search.
