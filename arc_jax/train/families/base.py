@@ -99,9 +99,10 @@ class ModelFamily:
       (``config.trainable_embeddings``).
     unsupported_methods: registered training methods it cannot train with.
     take_rows: optional ``(batch, start, size) -> batch``, rows ``start:start + size`` of a
-      placed batch, traced inside jitted steps (``start`` may be traced, ``size`` is static): a train step may then compute its gradient on parts
-      of a batch in concurrent calls (:func:`arc_jax.train.steps.make_train_step`). None keeps
-      batches whole (tree batches share one merge schedule).
+      placed batch, traced inside jitted steps (``start`` may be traced, ``size`` is static):
+      a train step may then compute its gradient on parts of a batch in concurrent calls
+      (:func:`arc_jax.train.steps.make_train_step`). None keeps batches whole (tree batches
+      share one merge schedule).
   """
 
   name: str
