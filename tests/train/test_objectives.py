@@ -166,8 +166,8 @@ def test_a_step_on_row_parts_equals_the_step_on_the_whole_batch():
     assert isinstance(parts, PartsTrainStep) and not isinstance(whole, PartsTrainStep)
     fresh = lambda: init_state(jax.tree.map(jnp.copy, params), tx, 0)
     for batch in batches:
-      totals = [jax.device_get(step(fresh(), rest, batch, zero_totals())) for step in (whole, parts)]
-      (state_1, totals_1), (state_2, totals_2) = totals
+      (state_1, totals_1), (state_2, totals_2) = (
+          jax.device_get(step(fresh(), rest, batch, zero_totals())) for step in (whole, parts))
       assert totals_1["loss"].dtype == np.float64 and totals_1["loss"] > 0
       np.testing.assert_allclose(totals_2["loss"], totals_1["loss"], rtol=1e-13)
       for key in ("correct", "examples", "certified", "certify_examples"):
