@@ -54,7 +54,6 @@ Objective = Callable[[nnx.Module, object, jax.Array | None, jax.Array],
 """``objective(model, batch, dropout_key, step) -> (loss, RowMetrics)``."""
 
 
-
 @dataclasses.dataclass(frozen=True)
 class MeanObjective:
   """An :data:`Objective` whose loss is a weighted mean Σ_t w_t·ℓ_t / max(Σ_t w_t, 1) over the
