@@ -138,7 +138,7 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
     sig: the space's signature (static).
     point_gates: (B, N, 4H), input gates of the original tokens (boxes a few rounding errors
       wide in the sound interval domain, as in the final-state DP).
-    repl_gates: per k, (B, N, t_k, 4H) of the replacement places, or None (t_k = 0).
+    repl_gates: per k, (B, N, t_k, 4H) of the replacement places, or None (t_k = 0, repetitions).
     matches: per k, bool (B, N).
     lengths: (B,).
     valid: (N+1, B, *grid) from :func:`reachable_slots`.
@@ -185,7 +185,7 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
         break
       middles += [(k, _land(states[k][0], 1 + k)) for k in going]
       states.update(zip(going, _step_together(
-          cell, [(states[k], repl_j[k][:, l]) for k in going], d)))
+          cell, [(states[k], gates if sig.repeats[k] else repl_j[k][:, l]) for k in going], d)))
     (h, c), done = kept, keep_ok
     for k in active:
       new_h, new_c = _land(states[k], 1 + k)

@@ -84,7 +84,9 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
                       eps: jax.Array, domain: Domain = iv.SOUND,
                       words: Callable[[jax.Array], iv.Value] | None = None
                       ) -> list[iv.Value | None]:
-  """Input-gate boxes of every replacement place: per k a value (B, N, t_k, 4H) of ``domain``.
+  """Input-gate boxes of every replacement place: per k a value (B, N, t_k, 4H) of ``domain``,
+  or None for a deletion (t_k = 0) and for a repetition (``sig.repeats``: every copy is the
+  window token itself, so the DPs feed its own input gates and nothing is built here).
 
   The hull is taken over the projected embeddings (pre-ReLU; boxes enclosing every rounding of
   the projection, :func:`interval.linear`) of the words that can stand at each output place,
@@ -95,8 +97,8 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
   n_pad = plan.token_ids.shape[1]
   words = word_pre_activations(model, plan, domain) if words is None else words
   out = []
-  for s, t, tp in zip(sig.s, sig.t, plan.transformations):
-    if t == 0:
+  for s, t, repeats, tp in zip(sig.s, sig.t, sig.repeats, plan.transformations):
+    if t == 0 or repeats:
       out.append(None)
       continue
     candidates = words(tp.replacement_ids)
@@ -137,7 +139,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
     sig: s_k, t_k, δ_k of the space (static).
     point_gates: (B, N, 4H), input gates of the original tokens (in the sound interval domain,
       boxes a few rounding errors wide: every concrete evaluation of them lies inside).
-    repl_gates: per k, (B, N, t_k, 4H) or None for t_k = 0.
+    repl_gates: per k, (B, N, t_k, 4H), or None for t_k = 0 and for repetitions.
     matches: per k, bool (B, N): φ_k holds for the window ending at j.
     lengths: (B,).
     track_sums: also carry, per slot, the box of the sum of h over the emitted positions
@@ -184,11 +186,12 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
         continue
       head = functools.partial(_drop_last, axis=1 + k)
       ok = head(valid[s - 1]) & _grid_broadcast(match_j[k], rank)
-      steps = [repl_j[k][:, l] for l in range(t)]
       if sig.repeats[k]:
-        # (x_j, …, x_j): the first copy is the keep step from slots c − e_k, computed below.
-        repeats.append((head, ok, steps[1:], 1 + k))
+        # (x_j, …, x_j): the first copy is the keep step from slots c − e_k, computed below;
+        # the others feed x_j's own gates.
+        repeats.append((head, ok, [gates] * (t - 1), 1 + k))
         continue
+      steps = [repl_j[k][:, l] for l in range(t)]
       src = jax.tree.map(head, (hs[s - 1], cs[s - 1]))
       total = jax.tree.map(head, sums[s - 1]) if track_sums else None
       recurrent = jax.tree.map(head, shared) if s == 1 and t > 0 else None
