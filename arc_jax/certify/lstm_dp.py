@@ -121,11 +121,20 @@ def _drop_last(x: jax.Array, axis: int) -> jax.Array:
   return jax.lax.slice_in_dim(x, 0, x.shape[axis] - 1, axis=axis)
 
 
-def _pad_front(x: jax.Array, axis: int) -> jax.Array:
-  """Prepends one zero slot along ``axis``: results computed from slots c − e_k land in c."""
-  pad = [(0, 0)] * x.ndim
-  pad[axis] = (1, 0)
-  return jnp.pad(x, pad)
+def _join_landing(domain: Domain, values: list, valid: jax.Array, news: list,
+                  news_valid: jax.Array, axis: int) -> tuple[list, jax.Array]:
+  """Joins a branch's results ``news``, computed from the slots c − e_k, into the slots c
+  (c_k ≥ 1) of the grid ``values``: values (B, *g, F) with validity (B, *g), ``news`` one slot
+  shorter along ``axis``. Slots c_k = 0 keep their values and only the others are joined, so
+  no padded copy of the branch is made. Returns (values, valid).
+  """
+  first = lambda a: jax.lax.slice_in_dim(a, 0, 1, axis=axis)
+  rest = lambda a: jax.lax.slice_in_dim(a, 1, None, axis=axis)
+  out = []
+  for value, new in zip(values, news):
+    joined, _ = domain.masked_join(jax.tree.map(rest, value), rest(valid), new, news_valid)
+    out.append(concatenate([jax.tree.map(first, value), joined], axis))
+  return out, jnp.concatenate([first(valid), rest(valid) | news_valid], axis)
 
 
 def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
@@ -204,19 +213,13 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
     if repeats:
       outputs += _run_steps(cell, [(b[0], b[2], b[3], None) for b in branches[-len(repeats):]],
                             track_sums, d)
-    state, ok, total = None, None, None
-    for (_, b_ok, _, _, axis, _), (b_state, b_total) in zip(branches, outputs):
-      if axis is not None:  # T_k's results land in slots c (c_k ≥ 1)
-        shift = lambda a: _pad_front(a, axis)
-        b_state, b_ok, b_total = jax.tree.map(shift, (b_state, b_ok, b_total))
-      if state is None:
-        state, ok, total = b_state, b_ok, b_total
-        continue
-      h, _ = d.masked_join(state[0], ok, b_state[0], b_ok)
-      c, _ = d.masked_join(state[1], ok, b_state[1], b_ok)
-      if track_sums:
-        total, _ = d.masked_join(total, ok, b_total, b_ok)
-      state, ok = (h, c), ok | b_ok
+    # The keep branch covers the whole grid; T_k's results land in the slots c with c_k ≥ 1.
+    ((h, c), total), ok = kept, branches[0][1]
+    values = [h, c] + ([total] if track_sums else [])
+    for (_, b_ok, _, _, axis, _), ((b_h, b_c), b_total) in zip(branches[1:], outputs[1:]):
+      news = [b_h, b_c] + ([b_total] if track_sums else [])
+      values, ok = _join_landing(d, values, ok, news, b_ok, axis)
+    state, total = tuple(values[:2]), (values[2] if track_sums else None)
     keep = _grid_broadcast(real, rank)
     state = tuple(d.where(keep[..., None], a, b) for a, b in zip(state, (hs[0], cs[0])))
     ok = jnp.where(keep, ok, valid[0])
