@@ -130,11 +130,12 @@ def _join_landing(domain: Domain, values: list, valid: jax.Array, news: list,
   """
   first = lambda a: jax.lax.slice_in_dim(a, 0, 1, axis=axis)
   rest = lambda a: jax.lax.slice_in_dim(a, 1, None, axis=axis)
+  landing_valid = rest(valid)
   out = []
   for value, new in zip(values, news):
-    joined, _ = domain.masked_join(jax.tree.map(rest, value), rest(valid), new, news_valid)
+    joined, _ = domain.masked_join(jax.tree.map(rest, value), landing_valid, new, news_valid)
     out.append(concatenate([jax.tree.map(first, value), joined], axis))
-  return out, jnp.concatenate([first(valid), rest(valid) | news_valid], axis)
+  return out, jnp.concatenate([first(valid), landing_valid | news_valid], axis)
 
 
 def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
