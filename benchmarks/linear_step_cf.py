@@ -57,7 +57,7 @@ def main() -> None:
   n = len(test) if args.first is None else min(args.first, len(test))
   sentences, labels = list(test.tokens[:n]), np.asarray(test.labels[:n])
   space = experiment.family.make_space(experiment.data, spec)
-  builder = experiment.family.make_builder(experiment.data, space)
+  builder = experiment.family.make_builder(experiment.data, space, config.max_dp_shapes)
   order = certification_order(builder, sentences)
   batches = []
   for start in range(0, n, BATCH):
@@ -65,7 +65,7 @@ def main() -> None:
     plan = builder.build([sentences[i] for i in idx], batch_size=BATCH)
     y = np.zeros((BATCH,), np.int32)
     y[:len(idx)] = labels[idx]
-    batches.append((idx, plan, reachable_signature(space, plan), y))
+    batches.append((idx, plan, reachable_signature(space, plan, builder.shape_menu), y))
 
   def certify(domain, batch):
     idx, plan, sig, y = batch

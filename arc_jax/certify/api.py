@@ -24,6 +24,7 @@ from arc_jax.domain import Domain
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation.plans import Plan, PlanBuilder, reachable_signature
+from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpace, tree_space
 
@@ -201,10 +202,11 @@ def _in_input_order(parts: Sequence[Certificate], order: np.ndarray) -> dict[str
 
 
 def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]) -> np.ndarray:
-  """Indices of ``sentences`` sorted by (length bucket, reachable budgets, length).
+  """Indices of ``sentences`` sorted by (:meth:`PlanBuilder.grid_group`, length).
 
   Consecutive batches then share a padded width and mostly a reachable grid, so each runs the DP
-  on the smallest grid its rows need (:func:`reachable_signature`).
+  on the smallest grid its rows need (:func:`reachable_signature`) or the builder's shape menu
+  allows.
   """
   keys = [(*builder.grid_group(s), len(s)) for s in sentences]
   return np.asarray(sorted(range(len(sentences)), key=keys.__getitem__), np.int64)
@@ -244,16 +246,19 @@ def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequenc
 def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
                       labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
                       eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
+                      max_dp_shapes: int = MAX_DP_SHAPES,
                       domain: Domain = iv.SOUND) -> dict[str, np.ndarray]:
   """:func:`certify` for (Bi-)LSTMs: raw token lists.
 
   The space is restricted to ``vocab`` first (``Space.restricted_to``): replacements with a word
-  the model has no vector for are dropped. Sentences are grouped by length bucket and reachable
-  grid (:func:`certification_order`) and certified in jitted batches, each on its reachable grid
-  (:func:`reachable_signature`); the compiled functions are cached across calls (one compilation
-  per length bucket, reachable grid, model structure and space signature). ``domain``: the
-  DP's abstract domain (default the sound intervals; :data:`arc_jax.linear_step.LINEAR_STEP`
-  certifies more of the models not trained for intervals, at a higher cost).
+  the model has no vector for are dropped. Sentences are grouped by width and reachable grid
+  (:func:`certification_order`) and certified in jitted batches, each on its reachable grid
+  (:func:`reachable_signature`), with at most ``max_dp_shapes`` (width, grid) shapes fitted to
+  these sentences (:mod:`arc_jax.perturbation.shapes`; 0: every length bucket and exact grid).
+  The compiled functions are cached across calls (one compilation per shape, model structure
+  and space signature). ``domain``: the DP's abstract domain (default the sound intervals;
+  :data:`arc_jax.linear_step.LINEAR_STEP` certifies more of the models not trained for
+  intervals, at a higher cost).
 
   Raises:
     ValueError: (one line, naming the fix) no sentences, a sentence given as a string, no labels,
@@ -268,6 +273,7 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
              max_grid_slots)
   space = space.restricted_to(vocab)
   builder = PlanBuilder(space, vocab)
+  builder.bound_shapes(sentences, max_dp_shapes)
   graphdef, state = nnx.split(model)
   order = certification_order(builder, sentences)
 
@@ -279,9 +285,11 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
       y[:len(idx)] = labels[idx]
       yield plan, y
 
-  certs = parallel.ordered_map(
-      lambda b: certify_jit(graphdef, reachable_signature(space, b[0]), state, *b, eps,
-                            domain=domain), batches(), parallel.concurrent_calls())
+  def certify_batch(batch):
+    signature = reachable_signature(space, batch[0], builder.shape_menu)
+    return certify_jit(graphdef, signature, state, *batch, eps, domain=domain)
+
+  certs = parallel.ordered_map(certify_batch, batches(), parallel.concurrent_calls())
   return _in_input_order(_first_rows(certs, len(order), batch_size), order)
 
 

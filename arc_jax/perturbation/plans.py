@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from arc_jax.padding import LENGTH_BUCKETS, bucket, pow2_at_least, reverse_padded, word_ids
+from arc_jax.perturbation.shapes import ShapeMenu, fit_shape_menu
 from arc_jax.perturbation.spaces import Signature, Space
 
 
@@ -110,12 +111,18 @@ class PlanBuilder:
     min_replacement_slots: lower bound on every R_k. Setting it to the largest R_k a dataset
       needs (e.g. 8 for the counter-fitted neighbours) keeps one shape per length bucket, so the
       jitted DP compiles once per bucket instead of once per (bucket, R) pair.
+    shape_menu: optional bound on the (width, reachable grid) shapes of the plans
+      (:mod:`arc_jax.perturbation.shapes`; :meth:`bound_shapes` fits one): plans are padded to
+      the width of the entry their rows fit, and :func:`reachable_signature` given the menu
+      picks its grid. None: every plan on its length bucket and exact reachable grid.
   """
 
   def __init__(self, space: Space, vocab: Mapping[str, int],
-               length_buckets: Sequence[int] = LENGTH_BUCKETS, min_replacement_slots: int = 1):
+               length_buckets: Sequence[int] = LENGTH_BUCKETS, min_replacement_slots: int = 1,
+               shape_menu: ShapeMenu | None = None):
     self.space = space
     self.vocab = vocab
+    self.shape_menu = shape_menu
     self.length_buckets = tuple(length_buckets)
     self.min_replacement_slots = min_replacement_slots
     self._cache = [dict() for _ in space.transformations]
@@ -150,10 +157,29 @@ class PlanBuilder:
                        for i in range(len(sentence) - t.s + 1)))
         for k, (t, delta) in enumerate(zip(self.space.transformations, self.space.budgets)))
 
+  def exact_shape(self, sentence: Sequence[str]) -> tuple[int, tuple[int, ...]]:
+    """The length bucket and :meth:`reachable_budgets` of a sentence."""
+    return bucket(max(len(sentence), 1), self.length_buckets), self.reachable_budgets(sentence)
+
   def grid_group(self, sentence: Sequence[str]) -> tuple[int, ...]:
-    """The length bucket and :meth:`reachable_budgets` of a sentence: rows of one group share a
-    padded width and the DP grid they need, so batches are built within groups."""
-    return (bucket(max(len(sentence), 1), self.length_buckets), *self.reachable_budgets(sentence))
+    """The padded width and DP budgets a sentence runs on (its :meth:`exact_shape`, fitted to
+    :attr:`shape_menu` if any): rows of one group share them, so batches are built within
+    groups."""
+    width, budgets = self.exact_shape(sentence)
+    if self.shape_menu is not None:
+      width, budgets = self.shape_menu.fit(width, budgets)
+    return (width, *budgets)
+
+  def bound_shapes(self, sentences: Sequence[Sequence[str]], max_shapes: int) -> ShapeMenu | None:
+    """Sets and returns :attr:`shape_menu`: at most ``max_shapes`` shapes fitted to the exact
+    shapes of ``sentences`` (:func:`~arc_jax.perturbation.shapes.fit_shape_menu`; 0: None, no
+    bound)."""
+    counts: dict = {}
+    for s in sentences:
+      key = self.exact_shape(s)
+      counts[key] = counts.get(key, 0) + 1
+    self.shape_menu = fit_shape_menu(counts, max_shapes)
+    return self.shape_menu
 
   def build(self, sentences: Sequence[Sequence[str]], batch_size: int | None = None) -> Plan:
     """Lowers ``sentences`` into one :class:`Plan`, padded to ``batch_size`` rows if given."""
@@ -162,6 +188,8 @@ class PlanBuilder:
       raise ValueError(f"{len(sentences)} sentences do not fit in a batch of {batch_size}.")
     n_max = max((len(s) for s in sentences), default=0)
     n = bucket(max(n_max, 1), self.length_buckets)
+    if self.shape_menu is not None and sentences:
+      n = self.shape_menu.fit(n, np.max([self.reachable_budgets(s) for s in sentences], axis=0))[0]
     token_ids = np.zeros((rows, n), np.int32)
     lengths = np.zeros((rows,), np.int32)
     for b, sent in enumerate(sentences):
@@ -198,26 +226,32 @@ class PlanBuilder:
     return dataclasses.replace(plan, distinct_words=bound)
 
 
-def reachable_signature(space: Space | Signature, plan: Plan) -> Signature:
-  """The signature of ``space`` with each δ_k cut to the most windows T_k matches in a row.
+def reachable_signature(space: Space | Signature, plan: Plan,
+                        menu: ShapeMenu | None = None) -> Signature:
+  """The signature of ``space`` with each δ_k cut to the most windows T_k matches in a row,
+  raised to the grid of the ``menu`` entry the plan fits if a menu is given.
 
   The DP on this smaller grid computes every slot it keeps exactly as on the full grid (slot c
   reads only slots c' ≤ c), and every slot it drops is ⊥ (it needs more applications of some
-  T_k than the row has windows), so certificates are the same and the scan does less work.
-  Host-side (numpy): the result is a static argument of the jitted DP. Distinct results are at
-  most Π_k (δ_k + 1) per length bucket, which bounds the number of compiled shapes.
+  T_k than the row has windows), so certificates are the same and the scan does less work; a
+  grid between it and the full one keeps both properties. Host-side (numpy): the result is a
+  static argument of the jitted DP. Distinct results are at most Π_k (δ_k + 1) per length
+  bucket, or the menu's entries.
   """
   sig = space.signature
   most = [int(np.asarray(tp.match).sum(axis=1).max(initial=0)) for tp in plan.transformations]
-  return dataclasses.replace(sig, budgets=tuple(min(d, m) for d, m in zip(sig.budgets, most)))
+  budgets = tuple(min(d, m) for d, m in zip(sig.budgets, most))
+  if menu is not None:
+    budgets = menu.fit(plan.token_ids.shape[1], budgets)[1]
+  return dataclasses.replace(sig, budgets=budgets)
 
 
-def on_reachable_grid(space: Space | Signature, plan: Plan) -> Plan:
+def on_reachable_grid(space: Space | Signature, plan: Plan, menu: ShapeMenu | None = None) -> Plan:
   """``plan`` with its static ``reachable`` budgets set to those of :func:`reachable_signature`:
   the DP (``certified_features``) then runs on that smaller grid, with the same results, inside
-  any jitted step that takes the plan (training steps compile once per length bucket and
-  reachable grid). Host-side (numpy)."""
-  return dataclasses.replace(plan, reachable=reachable_signature(space, plan).budgets)
+  any jitted step that takes the plan (training steps compile once per width and grid).
+  Host-side (numpy)."""
+  return dataclasses.replace(plan, reachable=reachable_signature(space, plan, menu).budgets)
 
 
 def reverse_plan(plan: Plan, space: Space | Signature) -> Plan:

@@ -105,7 +105,8 @@ def member_batches(experiment: Experiment):
   the DP plans of S_abs restricted to each member's free windows."""
   c = experiment.config
   split = split_space(experiment.space, c.abstracted)
-  builder = experiment.family.make_builder(experiment.data, split.abstract)
+  # Member plans run on the whole grid (no reachable grid), so no shape menu.
+  builder = experiment.family.make_builder(experiment.data, split.abstract, 0)
   search = {"enumerate": _enumerated_members, "hotflip": _hotflip_members}[c.augment_search]
   slots = c.augment_members + 1
 

@@ -19,6 +19,7 @@ from ml_collections import config_dict
 
 from arc_jax.data.synonyms import SYNONYM_FILES
 from arc_jax.perturbation import parse_space
+from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.train.losses import ROBUST_LOSSES
 from arc_jax.train.methods import METHODS
 from arc_jax.train.steps import OPTIMIZERS
@@ -60,6 +61,8 @@ FIELD_HELP = {
     "space": "perturbation space certified (arc), sampled (augment), attacked (hotflip) and "
              "reported on dev, e.g. [(Del,2),(Sub,2)]",
     "allow_large_space": "accept a space whose DP would need more than 4 GiB per batch",
+    "max_dp_shapes": "most (padded width, DP grid) shapes certified batches run on, each one "
+                     "compilation per jitted step (0: every length bucket and reachable grid)",
     "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
                "ones that register transformations for config.space (register_transformation)",
     "bidirectional": "Bi-LSTM instead of LSTM",
@@ -122,6 +125,11 @@ def default_config() -> ml_collections.ConfigDict:
   # The perturbation space certified (ARC), sampled (augment) and reported on dev.
   c.space = "[(Del,2),(Sub,2)]"
   c.allow_large_space = False  # see SPACE_MEMORY_LIMIT
+  # Batches run on at most this many (width, DP grid) shapes (arc_jax.perturbation.shapes): each
+  # compiles every jitted DP step once and holds about 1,300 of the process's memory maps on
+  # CPU (Linux allows 65,530 by default); 0 runs every batch on its length bucket and exact
+  # reachable grid.
+  c.max_dp_shapes = MAX_DP_SHAPES
   # Modules imported before anything else (import_plugins), e.g. "mypkg.transforms" registering
   # transformations that config.space names (arc_jax.register_transformation).
   c.plugins = ""
@@ -215,9 +223,16 @@ def run_name(config: ml_collections.ConfigDict, overridden) -> str:
   return name + suffix
 
 
+BEFORE_FIELD = {"max_dp_shapes": 0}
+"""Fields whose default differs from what runs did before the field existed: the value that
+reproduces those runs."""
+
+
 def with_defaults(saved: dict) -> ml_collections.ConfigDict:
-  """A saved config (``config.json``) with the fields it predates set to their defaults."""
+  """A saved config (``config.json``) with the fields it predates set to what its run did: the
+  default, or :data:`BEFORE_FIELD`'s value."""
   config = default_config()
+  config.update(BEFORE_FIELD)
   config.update(saved)
   return config
 
@@ -300,7 +315,7 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
     if not 0.0 <= config[name] <= 1.0:
       raise ConfigError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "
                         "robust loss).")
-  for name in ("max_candidates", "early_stopping", "ramp_epochs"):
+  for name in ("max_candidates", "early_stopping", "ramp_epochs", "max_dp_shapes"):
     if config[name] < 0:
       raise ConfigError(f"config.{name}={config[name]} must be >= 0 .")
   for name in ("batch_size", "eval_batch_size", "log_every", "checkpoint_every", "num_epochs"):

@@ -37,9 +37,10 @@ class Experiment:
     splits: split name → the split (sentences, or a list of trees) limited by ``num_train`` /
       ``num_dev`` / ``num_test``.
     space: ``config.space`` restricted to the vocabulary (a tree space for Tree-LSTMs).
-    builder: lowers examples for the DP with one shape per size bucket for the whole data (DP
-      plans of sentences with the largest synonym list's slot count; trees padded to one node
-      count), so each bucket compiles once.
+    builder: lowers examples for the DP with shapes fixed for the whole data (DP plans of
+      sentences with the largest synonym list's slot count and at most
+      ``config.max_dp_shapes`` (width, grid) shapes; trees padded to one node count), so each
+      shape compiles once.
     graphdef, params, rest: ``nnx.split(model, nnx.Param, ...)`` of the freshly initialised
       model, ``params`` and ``rest`` (the frozen embeddings) replicated on ``mesh``.
     mesh: the data-parallel mesh.
@@ -141,6 +142,6 @@ def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None
   space = family.make_space(data, config.space)
   graphdef, params, rest = nnx.split(family.make_model(config, data), nnx.Param, ...)
   replicated = parallel.replicated(mesh)
-  return Experiment(config, family, data, splits, space, family.make_builder(data, space),
-                    graphdef, parallel.put(params, replicated), parallel.put(rest, replicated),
-                    mesh)
+  builder = family.make_builder(data, space, config.max_dp_shapes)
+  return Experiment(config, family, data, splits, space, builder, graphdef,
+                    parallel.put(params, replicated), parallel.put(rest, replicated), mesh)

@@ -51,6 +51,31 @@ from arc_jax.train.steps import (config_optimizer, evaluate_split, init_state, m
 
 logger = logging.getLogger(__name__)
 
+MAPS_PER_PROGRAM = 1300
+"""Memory maps one compiled ARC program holds on CPU (XLA maps a few per kernel): 830–1,600
+measured for the LSTM training step on SST-2 under S_review."""
+
+
+def warn_if_maps_run_short(maps: str = "/proc/self/maps",
+                           limit: str = "/proc/sys/vm/max_map_count") -> bool:
+  """Logs a warning, and returns True, when this process holds more than half of the memory
+  maps Linux allows it: it dies (a segmentation fault in XLA's compiler) when they run out, as
+  a run with too many compiled shapes does. Silent where the files do not exist."""
+  try:
+    with open(maps, encoding="utf-8") as lines:
+      used = sum(1 for _ in lines)
+    allowed = int(Path(limit).read_text(encoding="utf-8"))
+  except (OSError, ValueError):
+    return False
+  if used <= allowed // 2:
+    return False
+  logger.warning("This process holds %d of the %d memory maps Linux allows it "
+                 "(vm.max_map_count), about %d per compiled program; it dies when they run out. "
+                 "Lower config.max_dp_shapes, or raise the limit (as root: sysctl -w "
+                 "vm.max_map_count=262144).", used, allowed, MAPS_PER_PROGRAM)
+  return True
+
+
 COPIED_FILES = ("config.json", "metrics.jsonl", "summary.json")
 """The files of a run directory an export (:func:`export_run`) copies beside ``model/``."""
 
@@ -329,6 +354,7 @@ class _Trainer:
                   "eval_seconds": round(eval_seconds, 3)})
     logger.info("Epoch %d: dev acc %.4f, dev certified acc %.4f (best epoch %d).", epoch,
                 dev["acc"], dev["cf_acc"], best["epoch"])
+    warn_if_maps_run_short()  # an epoch and its dev evaluation compile every shape of the run
 
   def _finish(self, status: str, step: int, progress) -> dict[str, Any]:
     """Evaluates the best parameters on the test split and writes summary.json."""

@@ -20,7 +20,8 @@ from arc_jax.certify import certify, certify_jit, certify_model, make_certify_fn
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.cells import LSTMCell
-from arc_jax.perturbation import PlanBuilder, on_reachable_grid, parse_space, reachable_signature
+from arc_jax.perturbation import (PlanBuilder, ShapeMenu, on_reachable_grid, parse_space,
+                                  reachable_signature)
 
 
 
@@ -61,32 +62,45 @@ def certify_batch(model, space, plan, labels):
   return certify_jit(graphdef, space.signature, state, plan, labels)
 
 
+def on_grid(model, space, plan, labels, menu=None):
+  """The certificate on the plan's reachable grid (fitted to ``menu`` if given), as certify()
+  takes it (a cut signature) for LSTMs, as training batches carry it (the plan's static budgets,
+  also through reverse_plan) for Bi-LSTMs: one more compilation per grid, not two."""
+  if model.bidirectional:
+    return certify_batch(model, space, on_reachable_grid(space, plan, menu), labels)
+  return certify_batch(model, reachable_signature(space, plan, menu), plan, labels)
+
+
 def assert_sound(model, space, sentences):
-  """Every member of S(x) has concrete logits inside the certified bounds, on the full grid and
-  on the reachable grid (which must give the same certificate to float rounding); returns
-  #members."""
+  """Every member of S(x) has concrete logits inside the certified bounds on the full grid, on
+  the reachable grid and on a shape menu's wider padding and larger grid (each must give the
+  same certificate to float rounding); returns #members."""
   space = space.restricted_to(VOCAB)
   # Fixed batch and replacement slots: examples with the same signature reuse one compilation.
-  plan = PlanBuilder(space, VOCAB, min_replacement_slots=4).build(sentences, batch_size=4)
+  builder = PlanBuilder(space, VOCAB, min_replacement_slots=4)
+  plan = builder.build(sentences, batch_size=4)
   labels = jnp.zeros((plan.shape[0],), jnp.int32)
   cert = certify_batch(model, space, plan, labels)
-  # The reachable grid as certify() takes it (a cut signature) for LSTMs, as training batches
-  # carry it (the plan's static budgets, also through reverse_plan) for Bi-LSTMs: one more
-  # compilation per grid, not two.
-  if model.bidirectional:
-    reachable = certify_batch(model, space, on_reachable_grid(space, plan), labels)
-  else:
-    reachable = certify_batch(model, reachable_signature(space, plan), plan, labels)
+  reachable = on_grid(model, space, plan, labels)
+  # A menu entry 4 positions wider than the plan, its first budget raised towards δ.
+  cut = reachable_signature(space, plan).budgets
+  raised = (min(cut[0] + 1, space.signature.budgets[0]), *cut[1:])
+  menu = ShapeMenu(((plan.shape[1] + 4, raised),))
+  builder.shape_menu = menu
+  menu_plan = builder.build(sentences, batch_size=4)
+  assert menu_plan.shape == (4, plan.shape[1] + 4)
+  on_menu = on_grid(model, space, menu_plan, labels, menu)
   # The same slots by the same operations; only the matmuls' row counts differ (float rounding).
-  for full, cut in zip(jax.tree.leaves(cert), jax.tree.leaves(reachable)):
-    np.testing.assert_allclose(full, cut, rtol=1e-12, atol=1e-12,
-                               err_msg="the reachable grid changed a certificate")
+  for other, what in ((reachable, "the reachable grid"), (on_menu, "the shape menu")):
+    for full, leaf in zip(jax.tree.leaves(cert), jax.tree.leaves(other)):
+      np.testing.assert_allclose(full, leaf, rtol=1e-12, atol=1e-12,
+                                 err_msg=f"{what} changed a certificate")
   members = 0
   for b, sentence in enumerate(sentences):
     strings = list(space.enumerate(sentence))
     members += len(strings)
     logits = concrete_logits(model, strings)
-    for c in (cert, reachable):
+    for c in (cert, reachable, on_menu):
       lo, hi = np.asarray(c.logits.lo[b]), np.asarray(c.logits.hi[b])
       assert np.all(lo - TOL <= logits) and np.all(logits <= hi + TOL), (
           f"unsound for {sentence} under {space}: worst escape "

@@ -9,8 +9,10 @@ import pytest
 from experiment_scripts import load_script
 
 from arc_jax.perturbation import parse_space
+from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.train import ConfigError, default_config, validate
-from arc_jax.train.config import run_name
+from arc_jax.train.config import run_name, with_defaults
+from arc_jax.train.run import warn_if_maps_run_short
 
 
 def load_config_module(name):
@@ -161,3 +163,32 @@ def test_spaces_too_large_for_the_machine_are_refused_with_the_estimate():
     validate(config)
   config.allow_large_space = True
   validate(config)
+
+
+def test_dp_shapes_bound_defaults_to_what_older_runs_did():
+  """New configs bound the DP shapes; a config.json written before the field existed reads as
+  0 (every batch on its exact grid, as those runs trained); a negative bound is refused."""
+  assert default_config().max_dp_shapes == MAX_DP_SHAPES > 0
+  saved = default_config().to_dict()
+  del saved["max_dp_shapes"]
+  assert with_defaults(saved).max_dp_shapes == 0
+  assert with_defaults(default_config().to_dict()).max_dp_shapes == MAX_DP_SHAPES
+  config = default_config()
+  config.max_dp_shapes = -1
+  with pytest.raises(ConfigError, match="max_dp_shapes=-1 must be >= 0"):
+    validate(config)
+
+
+def test_a_process_short_of_memory_maps_is_warned(tmp_path, caplog):
+  """Past half of vm.max_map_count, training warns with both fixes; below it, or without the
+  files (not Linux), it stays silent."""
+  maps, limit = tmp_path / "maps", tmp_path / "max_map_count"
+  maps.write_text("mapping\n" * 600)
+  limit.write_text("1000\n")
+  with caplog.at_level("WARNING"):
+    assert warn_if_maps_run_short(str(maps), str(limit))
+  assert "600 of the 1000 memory maps" in caplog.text and "config.max_dp_shapes" in caplog.text
+  assert "sysctl -w vm.max_map_count=262144" in caplog.text
+  limit.write_text("1200\n")
+  assert not warn_if_maps_run_short(str(maps), str(limit))
+  assert not warn_if_maps_run_short(str(tmp_path / "absent"), str(limit))

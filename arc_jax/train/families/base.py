@@ -60,8 +60,9 @@ class ModelFamily:
       ``len`` and ``[:n]``.
     make_space: ``(data, spec) -> space``, the perturbation space ``spec`` of this family,
       restricted to the vocabulary.
-    make_builder: ``(data, space) -> builder``, what lowers examples for the DP, with shapes
-      fixed for the whole data (its ``vocab`` is the data's).
+    make_builder: ``(data, space, max_dp_shapes) -> builder``, what lowers examples for the
+      DP, with shapes fixed for the whole data (its ``vocab`` is the data's), at most
+      ``max_dp_shapes`` DP shapes where the family's grids vary by batch (0: no bound).
     make_model: ``(config, data) -> nnx.Module``, freshly initialised (seeded by
       ``config.seed``).
     examples: ``(split) -> (examples, labels)``, a split's examples (a list) and their int
@@ -110,7 +111,7 @@ class ModelFamily:
   robust_losses: tuple[str, ...]
   prepare_data: Callable[[ml_collections.ConfigDict], ExperimentData]
   make_space: Callable[[ExperimentData, str], Any]
-  make_builder: Callable[[ExperimentData, Any], Any]
+  make_builder: Callable[[ExperimentData, Any, int], Any]
   make_model: Callable[[ml_collections.ConfigDict, ExperimentData], nnx.Module]
   examples: Callable[[Any], tuple[list, np.ndarray]]
   size: Callable[[Any], int]

@@ -50,9 +50,13 @@ def prepare_data(config: ml_collections.ConfigDict) -> ExperimentData:
                            data_root=config.data_dir)
 
 
-def make_builder(data: ExperimentData, space: Space) -> PlanBuilder:
+def make_builder(data: ExperimentData, space: Space, max_dp_shapes: int) -> PlanBuilder:
+  """Plans with the largest synonym list's slot count, and at most ``max_dp_shapes`` (width,
+  reachable grid) shapes fitted to every split of the data (:meth:`PlanBuilder.bound_shapes`)."""
   slots = largest_synonym_list(data) if "Sub" in space.names else 1
-  return PlanBuilder(space, data.vocab, min_replacement_slots=slots)
+  builder = PlanBuilder(space, data.vocab, min_replacement_slots=slots)
+  builder.bound_shapes([s for split in data.splits.values() for s in split.tokens], max_dp_shapes)
+  return builder
 
 
 def make_model(config: ml_collections.ConfigDict, data: ExperimentData) -> LSTMClassifier:
@@ -72,7 +76,8 @@ def lower(builder: PlanBuilder, sentences: Sequence, labels: Sequence[int],
   batch = make_batch(sentences, labels, indices, builder.vocab, batch_size,
                      plan_builder=builder if certify else None)
   if certify:
-    batch = dataclasses.replace(batch, plan=on_reachable_grid(builder.space, batch.plan))
+    batch = dataclasses.replace(
+        batch, plan=on_reachable_grid(builder.space, batch.plan, builder.shape_menu))
   return batch
 
 

@@ -114,7 +114,10 @@ def make_space(data: ExperimentData, spec: str) -> TreeSpace:
   return tree_space(data_space(data, spec))
 
 
-def make_builder(data: ExperimentData, space: TreeSpace) -> TreeBatchBuilder:
+def make_builder(data: ExperimentData, space: TreeSpace, max_dp_shapes: int) -> TreeBatchBuilder:
+  """Trees padded to node buckets, every batch on the whole grid: the buckets alone fix the
+  shapes, so ``max_dp_shapes`` has nothing to bound."""
+  del max_dp_shapes
   largest = max(t.num_nodes for trees in data.splits.values() for t in trees)
   nodes = bucket(largest + space.signature.added_nodes, NODE_BUCKETS)
   slots = largest_synonym_list(data) if space.signature.axis(SUB) is not None else 1
