@@ -12,8 +12,9 @@ does); then 32 IMDB reviews of 500 tokens under [(Sub,2)] for memory.
 ``certify`` and ``evaluate.py`` run them (``arc_jax.parallel.concurrent_calls``): the best of
 three passes after a first (compiling) one (the machines are shared and noisy), with the
 median beside it;
-``plan_s`` is the host time to lower the sentences; ``peak_memory_mib`` is the device's peak
-(the process's peak RSS on a CPU); ``compiled_shapes`` counts distinct (width, grid) pairs.
+``plan_s`` is the host time to lower the sentences (and fit the shape menu, as ``certify``
+does); ``peak_memory_mib`` is the device's peak (the process's peak RSS on a CPU);
+``compiled_shapes`` counts distinct (width, grid, word table) shapes.
 ``cpu_sentences_per_s`` divides by the process's CPU time (steadier on an overloaded machine).
 ``--baseline REV`` measures REV and this checkout side by side (benchmarks/revisions.py) and adds
 one ``certify_compare`` line per space: the ratio of sentences/s, the load, and the certificates
@@ -53,6 +54,11 @@ except ImportError:  # a baseline before concurrent batches: one call at a time
   concurrent_calls, ordered_map = (lambda: 1), (lambda fn, items, workers: map(fn, items))
 
 try:
+  from arc_jax.perturbation.shapes import MAX_DP_SHAPES
+except ImportError:  # a baseline before bounded shapes: every batch on its exact grid
+  MAX_DP_SHAPES = None
+
+try:
   from arc_jax.perturbation import data_space
 except ImportError:  # a baseline before f5c1543 (--baseline): the space was a method of the data
   data_space = lambda data, spec: data.space(spec)
@@ -86,8 +92,10 @@ def replacement_slots(synonyms) -> int:
 
 
 def batches_of(builder, space, sentences, labels, batch_size):
-  """(order, [(signature, plan, labels)]): reachable-grid batches where the code has them."""
+  """(order, [(signature, plan, labels)]): reachable-grid batches where the code has them, on
+  at most the library's default number of shapes where it bounds them (as ``certify`` runs)."""
   reachable = getattr(certify_lib, "certification_order", None)
+  menu = () if MAX_DP_SHAPES is None else (builder.bound_shapes(sentences, MAX_DP_SHAPES),)
   if reachable is None:
     order = np.argsort([len(s) for s in sentences], kind="stable")
   else:
@@ -99,7 +107,7 @@ def batches_of(builder, space, sentences, labels, batch_size):
     y[:len(idx)] = labels[idx]
     plan = builder.build([sentences[j] for j in idx], batch_size=batch_size)
     sig = (space.signature if reachable is None
-           else certify_lib.api.reachable_signature(space, plan))
+           else certify_lib.api.reachable_signature(space, plan, *menu))
     batches.append((sig, plan, y))
   return order, batches
 
