@@ -131,6 +131,23 @@ def test_certify_reuses_its_compilation_across_calls():
   assert certify_jit._cache_size() == compiled + 1  # pylint: disable=protected-access
 
 
+def test_certify_bounds_its_compiled_shapes_with_the_same_certificates():
+  """certify(max_dp_shapes=1) runs every batch on one (width, grid) shape, compiling once,
+  with the certificates of the exact grids (0: one shape per length bucket and grid)."""
+  model = small_model()
+  space = parse_space("[(Del,2),(Sub,1)]", synonyms={"good": ["bad"], "movie": ["good"]})
+  sentences = [["good"], ["the", "movie"], ["a", "good", "movie", "a", "bad", "movie"],
+               ["bad"] * 9, ["a", "the", "good"]]
+  labels = [0, 1, 1, 0, 1]
+  exact = certify(model, space, sentences, labels, VOCAB, batch_size=1, max_dp_shapes=0)
+  compiled = certify_jit._cache_size()  # pylint: disable=protected-access
+  bounded = certify(model, space, sentences, labels, VOCAB, batch_size=1, max_dp_shapes=1)
+  assert certify_jit._cache_size() == compiled + 1  # pylint: disable=protected-access
+  np.testing.assert_array_equal(bounded["certified"], exact["certified"])
+  for key in ("margins", "logits_lo", "logits_hi", "clean_logits"):
+    np.testing.assert_allclose(bounded[key], exact[key], rtol=1e-5, atol=1e-6)
+
+
 def test_a_plan_marked_for_another_space_is_refused():
   """A plan's reachable budgets (on_reachable_grid) name one budget per transformation of its
   space; under a space with other transformations they would cut the wrong grid."""
