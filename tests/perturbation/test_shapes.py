@@ -57,6 +57,7 @@ def test_no_bound_and_wider_rows():
   """A bound of 0 (or no rows) is no menu; a row wider than every entry keeps its width and runs
   on the cover's grid raised to its budgets."""
   assert fit_shape_menu({(8, (1, 2)): 3}, 0) is None and fit_shape_menu({}, 4) is None
+  assert fit_shape_menu({(4, ()): 2, (12, ()): 1}, 3).entries == ((12, ()), (4, ()))  # space []
   menu = ShapeMenu(((16, (1, 1)), (8, (0, 1))))
   assert menu.fit(4, (0, 0)) == (8, (0, 1))
   assert menu.fit(4, (1, 0)) == (16, (1, 1))
