@@ -13,6 +13,7 @@ Conventions (every array is indexed by the batch row ``b`` and the 0-based posit
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Mapping, Sequence
 
@@ -174,10 +175,7 @@ class PlanBuilder:
     """Sets and returns :attr:`shape_menu`: at most ``max_shapes`` shapes fitted to the exact
     shapes of ``sentences`` (:func:`~arc_jax.perturbation.shapes.fit_shape_menu`; 0: None, no
     bound)."""
-    counts: dict = {}
-    for s in sentences:
-      key = self.exact_shape(s)
-      counts[key] = counts.get(key, 0) + 1
+    counts = collections.Counter(self.exact_shape(s) for s in sentences)
     self.shape_menu = fit_shape_menu(counts, max_shapes)
     return self.shape_menu
 
@@ -186,31 +184,35 @@ class PlanBuilder:
     rows = len(sentences) if batch_size is None else batch_size
     if rows < len(sentences):
       raise ValueError(f"{len(sentences)} sentences do not fit in a batch of {batch_size}.")
-    n_max = max((len(s) for s in sentences), default=0)
-    n = bucket(max(n_max, 1), self.length_buckets)
-    if self.shape_menu is not None and sentences:
-      n = self.shape_menu.fit(n, np.max([self.reachable_budgets(s) for s in sentences], axis=0))[0]
-    token_ids = np.zeros((rows, n), np.int32)
-    lengths = np.zeros((rows,), np.int32)
-    for b, sent in enumerate(sentences):
-      lengths[b] = len(sent)
-      token_ids[b, :len(sent)] = self._ids(sent)
-
-    plans = []
+    sentence_ids = [self._ids(sent) for sent in sentences]  # unknown tokens first
+    hits = []  # per transformation: (b, j, per-place ids) of every window it rewrites
     for k, t in enumerate(self.space.transformations):
-      hits = []  # (b, j, per-place ids)
+      hits.append([])
       for b, sent in enumerate(sentences):
         sent = tuple(sent)
         for start in range(len(sent) - t.s + 1):
           ok, ids = self._replacement_ids(k, sent[start:start + t.s])
           if ok:
-            hits.append((b, start + t.s - 1, ids))
-      r = pow2_at_least(max([len(p) for *_, ids in hits for p in ids]
+            hits[k].append((b, start + t.s - 1, ids))
+    n_max = max((len(s) for s in sentences), default=0)
+    n = bucket(max(n_max, 1), self.length_buckets)
+    if self.shape_menu is not None:
+      most = [max(np.bincount([b for b, *_ in found], minlength=1)) for found in hits]
+      n = self.shape_menu.fit(n, np.minimum(self.space.budgets, most))[0]
+    token_ids = np.zeros((rows, n), np.int32)
+    lengths = np.zeros((rows,), np.int32)
+    for b, ids in enumerate(sentence_ids):
+      lengths[b] = len(ids)
+      token_ids[b, :len(ids)] = ids
+
+    plans = []
+    for t, found in zip(self.space.transformations, hits):
+      r = pow2_at_least(max([len(p) for *_, ids in found for p in ids]
                             + [self.min_replacement_slots]))
       match = np.zeros((rows, n), bool)
       repl_ids = np.zeros((rows, n, t.t, r), np.int32)
       repl_mask = np.zeros((rows, n, t.t, r), bool)
-      for b, j, ids in hits:
+      for b, j, ids in found:
         match[b, j] = True
         for l, place in enumerate(ids):
           repl_ids[b, j, l, :len(place)] = place
