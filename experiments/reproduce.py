@@ -1,5 +1,5 @@
 """Reproduces the paper's evaluation: ``python experiments/reproduce.py [--only PATTERN] [--list]
-[--device-parallel N] [--gpu-runs] [--report-only]``.
+[--device-parallel N] [--gpu-runs] [--dp-shapes N] [--stop-after SECONDS] [--report-only]``.
 
 Every number the paper reports is a *cell* here (:func:`cells`): a table, a row, a column, the
 training run that makes its model, and the evaluations that measure it. ``--list`` shows each
@@ -13,6 +13,13 @@ finally regenerates ``results/README.md``'s tables and the figures in ``results/
 the JSON alone (``--report-only`` does just that). ARC runs and everything on IMDB are marked for
 a GPU: they are trained only with ``--gpu-runs`` (or when JAX's backend is a GPU).
 ``--device-parallel N`` trains N runs at once (one accelerator holds several LSTM runs).
+
+On a machine lent for a limited time, ``--stop-after SECONDS`` sends every training and
+evaluation the driver started SIGTERM at that time (training saves a checkpoint, see
+arc_jax.train.interrupt) and starts nothing after it: bring the runs folder back and run the
+driver again anywhere to resume. ``--dp-shapes N`` trains new runs on at most N DP shapes
+(``config.max_dp_shapes``; on a GPU each shape is a compilation of minutes); a resumed run keeps
+the value it started with, since the shapes decide which sentences share a batch.
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import paper  # noqa: E402
 from arc_jax.cli.report import METRICS, space_key  # noqa: E402
 from arc_jax.configs import PAPER_SPACES  # noqa: E402  (experiments/configs/paper_rows.py)
+from arc_jax.train.config import BEFORE_FIELD  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -326,50 +336,101 @@ def list_cells(selected: list[Cell], runs_dir: Path) -> str:
 
 # --------------------------------------------------------------------------- running
 
-def _run_command(args: list[str], log: Path, parallel: int = 1) -> int:
+@dataclasses.dataclass(frozen=True)
+class Limits:
+  """How the driver runs its commands: ``parallel`` at once (sharing a GPU's memory),
+  ``deadline`` (``time.monotonic()``) at which they are sent SIGTERM and nothing new starts,
+  ``dp_shapes`` for new training runs (None: the config's)."""
+  parallel: int = 1
+  deadline: float | None = None
+  dp_shapes: int | None = None
+
+  def expired(self) -> bool:
+    return self.deadline is not None and time.monotonic() >= self.deadline
+
+
+STOP_GRACE_SECONDS = 120
+"""How long a command sent SIGTERM at the deadline may take to save and exit before SIGKILL."""
+
+
+class DeadlineReached(Exception):
+  """The ``--stop-after`` time came: the command was stopped, or not started."""
+
+
+def _run_command(args: list[str], log: Path, limits: Limits = Limits()) -> int:
+  """Runs ``args`` in the repository root, output appended to ``log``; its exit status.
+
+  Raises:
+    DeadlineReached: ``limits.deadline`` passed before or while it ran (it was sent SIGTERM).
+  """
+  if limits.expired():
+    raise DeadlineReached
   log.parent.mkdir(parents=True, exist_ok=True)
   env = dict(os.environ, PYTHONPATH=str(ROOT))
-  if parallel > 1:  # JAX preallocates 75% of a GPU per process: share it between the runs
-    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / parallel:.2f}")
+  if limits.parallel > 1:  # JAX preallocates 75% of a GPU per process: share it between runs
+    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / limits.parallel:.2f}")
   with log.open("a") as out:
     out.write(f"$ {' '.join(args)}\n")
     out.flush()
-    return subprocess.call(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    remaining = None if limits.deadline is None else limits.deadline - time.monotonic()
+    try:
+      return process.wait(timeout=remaining)
+    except subprocess.TimeoutExpired:
+      process.send_signal(signal.SIGTERM)  # training saves a checkpoint and exits
+      try:
+        process.wait(timeout=STOP_GRACE_SECONDS)
+      except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+      raise DeadlineReached from None
+
+
+def _training_args(run: Run, run_dir: Path, limits: Limits) -> list[str]:
+  """train.py's command line; ``--dp-shapes`` for a new run, the saved value when resuming."""
+  shapes = limits.dp_shapes
+  if (run_dir / "config.json").exists():
+    saved = json.loads((run_dir / "config.json").read_text())
+    shapes = saved.get("max_dp_shapes", BEFORE_FIELD["max_dp_shapes"])
+  return [PYTHON, "experiments/train.py", "--config", f"experiments/configs/{run.config}",
+          *run.overrides, *([f"--config.max_dp_shapes={shapes}"] if shapes is not None else []),
+          "--config.progress=False", "--workdir", str(run_dir)]
 
 
 def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Path,
-                allow_gpu: bool, parallel: int = 1) -> list[str]:
+                allow_gpu: bool, limits: Limits = Limits()) -> list[str]:
   """Trains (or resumes), exports and evaluates one run; returns what it did or skipped."""
   done = []
-  if not kept(run):
-    run_dir = runs_dir / run.name
-    if not (run_dir / "summary.json").exists():
-      if run.gpu and not allow_gpu:
-        return [f"skipped {run.name}: marked for a GPU (pass --gpu-runs to train it here)"]
-      status = _run_command([PYTHON, "experiments/train.py", "--config",
-                             f"experiments/configs/{run.config}", *run.overrides,
-                             "--config.progress=False", "--workdir", str(run_dir)], log,
-                            parallel)
+  try:
+    if not kept(run):
+      run_dir = runs_dir / run.name
+      if not (run_dir / "summary.json").exists():
+        if run.gpu and not allow_gpu:
+          return [f"skipped {run.name}: marked for a GPU (pass --gpu-runs to train it here)"]
+        status = _run_command(_training_args(run, run_dir, limits), log, limits)
+        if status:
+          return [f"training {run.name} failed (exit {status}; see {log})"]
+        done.append(f"trained {run.name}")
+      status = _run_command([PYTHON, "experiments/export.py", "--workdir", str(run_dir), "--to",
+                             str(RESULTS / run.name), "--replace"], log, limits)
       if status:
-        return [f"training {run.name} failed (exit {status}; see {log})"]
-      done.append(f"trained {run.name}")
-    status = _run_command([PYTHON, "experiments/export.py", "--workdir", str(run_dir), "--to",
-                           str(RESULTS / run.name), "--replace"], log, parallel)
-    if status:
-      return done + [f"export of {run.name} failed (exit {status}; see {log})"]
-    done.append(f"exported {run.name}")
-  for evaluation in evaluations:
-    if find_result(evaluation) is not None:
-      continue  # the export's own (exact) results, or an earlier evaluation of the export
-    status = _run_command([PYTHON, "experiments/evaluate.py", "--workdir",
-                           str(RESULTS.relative_to(ROOT) / run.name), *evaluation.args()], log,
-                          parallel)
-    done.append(f"evaluated {run.name} on {evaluation.space} ({','.join(evaluation.metrics)})"
-                + (f": exit {status}, see {log}" if status else ""))
+        return done + [f"export of {run.name} failed (exit {status}; see {log})"]
+      done.append(f"exported {run.name}")
+    for evaluation in evaluations:
+      if find_result(evaluation) is not None:
+        continue  # the export's own (exact) results, or an earlier evaluation of the export
+      status = _run_command([PYTHON, "experiments/evaluate.py", "--workdir",
+                             str(RESULTS.relative_to(ROOT) / run.name), *evaluation.args()], log,
+                            limits)
+      done.append(f"evaluated {run.name} on {evaluation.space} ({','.join(evaluation.metrics)})"
+                  + (f": exit {status}, see {log}" if status else ""))
+  except DeadlineReached:
+    done.append(f"stopped {run.name} at the --stop-after time; run again to resume")
   return done
 
 
-def run_cells(selected: list[Cell], runs_dir: Path, parallel: int, allow_gpu: bool) -> None:
+def run_cells(selected: list[Cell], runs_dir: Path, allow_gpu: bool,
+              limits: Limits = Limits()) -> None:
   by_run: dict[Run, list[Evaluation]] = {}
   for cell in selected:
     for evaluation in cell.evaluations:
@@ -378,8 +439,8 @@ def run_cells(selected: list[Cell], runs_dir: Path, parallel: int, allow_gpu: bo
         if evaluation not in by_run[evaluation.run]:
           by_run[evaluation.run].append(evaluation)
   log = runs_dir / "reproduce.log"
-  with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
-    jobs = [pool.submit(process_run, run, evals, runs_dir, log, allow_gpu, parallel)
+  with concurrent.futures.ThreadPoolExecutor(max_workers=limits.parallel) as pool:
+    jobs = [pool.submit(process_run, run, evals, runs_dir, log, allow_gpu, limits)
             for run, evals in by_run.items()]
     for job in concurrent.futures.as_completed(jobs):
       for line in job.result():
@@ -535,6 +596,11 @@ def main(argv=None) -> int:
                       help="training runs at once (several fit on one GPU; default 1)")
   parser.add_argument("--gpu-runs", action="store_true",
                       help="also train the runs marked for a GPU (ARC, IMDB) on this machine")
+  parser.add_argument("--dp-shapes", type=int, help="train new runs on at most this many DP "
+                      "shapes (config.max_dp_shapes; 4 on a GPU, where each compiles for minutes)")
+  parser.add_argument("--stop-after", type=float, metavar="SECONDS",
+                      help="send the runs SIGTERM after this many seconds (they save a "
+                      "checkpoint) and start nothing new: for a machine lent for a while")
   parser.add_argument("--report-only", action="store_true",
                       help="only regenerate results/README.md's tables and the figures")
   parser.add_argument("--no-report", action="store_true",
@@ -545,6 +611,9 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.device_parallel < 1:
     parser.error(f"--device-parallel {args.device_parallel}: pass at least 1.")
+  if args.dp_shapes is not None and args.dp_shapes < 0:
+    parser.error(f"--dp-shapes {args.dp_shapes}: pass 0 (exact grids) or more.")
+  deadline = None if args.stop_after is None else time.monotonic() + args.stop_after
   all_cells = cells()
   selected = select(all_cells, args.only)
   if not selected:
@@ -553,8 +622,9 @@ def main(argv=None) -> int:
     print(list_cells(selected, args.runs_dir))
     return 0
   if not args.report_only:  # a GPU machine trains the GPU runs (not asking JAX: it would
-    run_cells(selected, args.runs_dir, args.device_parallel,  # take the GPU's memory)
-              args.gpu_runs or shutil.which("nvidia-smi") is not None)
+    run_cells(selected, args.runs_dir,  # take the GPU's memory)
+              args.gpu_runs or shutil.which("nvidia-smi") is not None,
+              Limits(args.device_parallel, deadline, args.dp_shapes))
   if args.no_report:
     return 0
   written = figures(all_cells)

@@ -3,6 +3,8 @@ generated tables and figures come from the JSON alone."""
 
 import importlib
 import json
+import sys
+import time
 
 import pytest
 from experiment_scripts import load_script
@@ -146,3 +148,42 @@ def test_figures_are_drawn_from_the_json(tmp_path):
                                   sizes={1: 10.0, 2: 1e4})
   assert out.read_bytes()[:4] == b"\x89PNG"
   assert plots.main([str(tmp_path / "missing")]) == 2
+
+
+def test_stop_after_sends_sigterm_and_starts_nothing_after_it(tmp_path):
+  """A command still running at the deadline gets SIGTERM (training saves a checkpoint on it),
+  then the driver reports the run as stopped; after the deadline nothing starts."""
+  saved = tmp_path / "saved"
+  child = [sys.executable, "-c", "import signal, sys, time, pathlib\n"
+           f"signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path({str(saved)!r}).touch(), "
+           "sys.exit(3)))\ntime.sleep(60)"]
+  soon = reproduce.Limits(deadline=time.monotonic() + 2)
+  started = time.monotonic()
+  with pytest.raises(reproduce.DeadlineReached):
+    reproduce._run_command(child, tmp_path / "log", soon)
+  assert saved.exists() and time.monotonic() - started < 30
+  with pytest.raises(reproduce.DeadlineReached):  # not started: it would have slept 60 s
+    reproduce._run_command(child, tmp_path / "log", reproduce.Limits(deadline=time.monotonic()))
+  assert reproduce._run_command([sys.executable, "-c", "pass"], tmp_path / "log") == 0
+
+
+def test_dp_shapes_apply_to_new_runs_and_resumed_runs_keep_theirs(tmp_path, monkeypatch):
+  run = reproduce.Run("arc_lstm_x", "arc.py:lstm,del2sub2")
+  flag = lambda args: [a for a in args if a.startswith("--config.max_dp_shapes")]
+  assert flag(reproduce._training_args(run, tmp_path / "new", reproduce.Limits())) == []
+  assert flag(reproduce._training_args(run, tmp_path / "new", reproduce.Limits(dp_shapes=4))) == [
+      "--config.max_dp_shapes=4"]
+  started = tmp_path / "started"
+  started.mkdir()
+  (started / "config.json").write_text(json.dumps({"max_dp_shapes": 16}))
+  assert flag(reproduce._training_args(run, started, reproduce.Limits(dp_shapes=4))) == [
+      "--config.max_dp_shapes=16"]
+  (started / "config.json").write_text(json.dumps({"name": "written before the field"}))
+  assert flag(reproduce._training_args(run, started, reproduce.Limits(dp_shapes=4))) == [
+      "--config.max_dp_shapes=0"]
+
+  def deadline(*_):
+    raise reproduce.DeadlineReached
+  monkeypatch.setattr(reproduce, "_run_command", deadline)
+  assert reproduce.process_run(run, [], tmp_path, tmp_path / "log", True) == [
+      "stopped arc_lstm_x at the --stop-after time; run again to resume"]
