@@ -120,7 +120,9 @@ METHODS = {"normal": "Normal", "augment": "Data Aug.", "hotflip": "HotFlip", "ar
 # [(Sub,2),(Ins,2)] EX enumerated 5.2M strings of the Normal LSTM in 38 min. Training runs:
 # Normal LSTM 2-4 (CPU), data augmentation LSTM 6, Bi-LSTM 8, HotFlip LSTM about 12 (8 epochs of
 # 85 s), ARC LSTM 104 on the CPU, tree data augmentation 20 (CPU), ARC tree 4 on a GPU (30 epochs
-# of 5-7 s). Guesses, not measured yet: ARC LSTM / Bi-LSTM and IMDB on a GPU, HotFlip Bi-LSTM.
+# of 5-7 s); on one H200 running three ARC rows at once with --dp-shapes 4: ARC LSTM [(Sub,3)] 7,
+# ARC Bi-LSTM [(Del,2),(Ins,2)] about 12, ARC LSTM S_review about 20 (epochs of 44-58 s).
+# Guesses, not measured yet: IMDB on a GPU, HotFlip Bi-LSTM.
 TRAIN_MINUTES = {("lstm", "normal"): 4, ("bilstm", "normal"): 6, ("lstm", "augment"): 8,
                  ("bilstm", "augment"): 12, ("lstm", "hotflip"): 15, ("bilstm", "hotflip"): 25,
                  ("lstm", "arc"): 20, ("bilstm", "arc"): 30, ("tree", "normal"): 40,
