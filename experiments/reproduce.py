@@ -14,6 +14,9 @@ the JSON alone (``--report-only`` does just that). ARC runs and everything on IM
 a GPU: they are trained only with ``--gpu-runs`` (or when JAX's backend is a GPU).
 ``--device-parallel N`` trains N runs at once (one accelerator holds several LSTM runs).
 
+``--stash`` packs the selected runs left unfinished into ``results/unfinished/`` to be committed:
+a session whose machine is not kept ends, and the next machine resumes them from there.
+
 On a machine lent for a limited time, ``--stop-after SECONDS`` sends every training and
 evaluation the driver started SIGTERM at that time (training saves a checkpoint, see
 arc_jax.train.interrupt) and starts nothing after it: bring the runs folder back and run the
@@ -35,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -48,6 +52,10 @@ from arc_jax.train.config import BEFORE_FIELD  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 FIGURES = RESULTS / "figures"
+UNFINISHED = RESULTS / "unfinished"
+"""``<run>.tar.gz``: interrupted run directories committed with the repository (``--stash``), so
+that another machine resumes them; unpacked into ``--runs-dir`` when the run is trained next and
+deleted once it is exported."""
 CONFIGS = ROOT / "experiments" / "configs"
 PYTHON = sys.executable
 SPACES = {key: spec for key, spec in PAPER_SPACES.items() if key != "review"}
@@ -307,11 +315,37 @@ def cell_state(cell: Cell, runs_dir: Path, active: set[str]) -> State:
   run_dir = runs_dir / run.name
   if (run_dir / "summary.json").exists():
     return State("missing", f"export {run_dir}, evaluate on {evaluations}", minutes)
-  verb = "resume" if (run_dir / "config.json").exists() else "train"
+  stashed = not (run_dir / "config.json").exists() and _stash(run).exists()
+  verb = "resume" if (run_dir / "config.json").exists() or stashed else "train"
+  source = f" from {_stash(run).relative_to(ROOT)}" if stashed else ""
   where = "GPU" if run.gpu else "CPU"
   legacy = " (its committed results have no model)" if results_files(run.name) else ""
-  return State("missing", f"{verb} {run.name}{legacy} ({where}, ~{run.minutes:g} min), evaluate "
-               f"on {evaluations}", minutes + run.minutes)
+  return State("missing", f"{verb} {run.name}{source}{legacy} ({where}, ~{run.minutes:g} min), "
+               f"evaluate on {evaluations}", minutes + run.minutes)
+
+
+def _stash(run: Run) -> Path:
+  return UNFINISHED / f"{run.name}.tar.gz"
+
+
+def stash_unfinished(selected: list[Cell], runs_dir: Path) -> list[str]:
+  """Packs each selected run that ``runs_dir`` holds unfinished (a config, no summary) into
+  ``results/unfinished/<run>.tar.gz``; a run still training is left alone."""
+  active, done = _active_workdirs(runs_dir), []
+  runs = {e.run for cell in selected for e in cell.evaluations}
+  for run in sorted(runs, key=lambda r: r.name):
+    run_dir = runs_dir / run.name
+    if not (run_dir / "config.json").exists() or (run_dir / "summary.json").exists():
+      continue
+    if run.name in active:
+      done.append(f"left {run.name}: it is training (stop it first; SIGTERM saves a checkpoint)")
+      continue
+    UNFINISHED.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(_stash(run), "w:gz") as tar:
+      tar.add(run_dir, arcname=run.name)
+    done.append(f"stashed {run_dir} in {_stash(run).relative_to(ROOT)} "
+                f"({_stash(run).stat().st_size / 2**20:.1f} MB)")
+  return done
 
 
 def select(all_cells: list[Cell], pattern: str | None) -> list[Cell]:
@@ -409,6 +443,10 @@ def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Pa
       if not (run_dir / "summary.json").exists():
         if run.gpu and not allow_gpu:
           return [f"skipped {run.name}: marked for a GPU (pass --gpu-runs to train it here)"]
+        if not run_dir.exists() and _stash(run).exists():
+          with tarfile.open(_stash(run)) as tar:
+            tar.extractall(runs_dir, filter="data")
+          done.append(f"unpacked {_stash(run).relative_to(ROOT)}")
         status = _run_command(_training_args(run, run_dir, limits), log, limits)
         if status:
           return [f"training {run.name} failed (exit {status}; see {log})"]
@@ -418,6 +456,7 @@ def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Pa
       if status:
         return done + [f"export of {run.name} failed (exit {status}; see {log})"]
       done.append(f"exported {run.name}")
+      _stash(run).unlink(missing_ok=True)
     for evaluation in evaluations:
       if find_result(evaluation) is not None:
         continue  # the export's own (exact) results, or an earlier evaluation of the export
@@ -603,6 +642,9 @@ def main(argv=None) -> int:
   parser.add_argument("--stop-after", type=float, metavar="SECONDS",
                       help="send the runs SIGTERM after this many seconds (they save a "
                       "checkpoint) and start nothing new: for a machine lent for a while")
+  parser.add_argument("--stash", action="store_true",
+                      help="pack the selected runs left unfinished in --runs-dir into "
+                      "results/unfinished/ (to commit: another machine resumes them) and exit")
   parser.add_argument("--report-only", action="store_true",
                       help="only regenerate results/README.md's tables and the figures")
   parser.add_argument("--no-report", action="store_true",
@@ -622,6 +664,9 @@ def main(argv=None) -> int:
     parser.error(f"--only {args.only!r} matches no cell; see --list for the cell ids.")
   if args.list:
     print(list_cells(selected, args.runs_dir))
+    return 0
+  if args.stash:
+    print("\n".join(stash_unfinished(selected, args.runs_dir)) or "no unfinished run to stash")
     return 0
   if not args.report_only:  # a GPU machine trains the GPU runs (not asking JAX: it would
     run_cells(selected, args.runs_dir,  # take the GPU's memory)

@@ -187,3 +187,38 @@ def test_dp_shapes_apply_to_new_runs_and_resumed_runs_keep_theirs(tmp_path, monk
   monkeypatch.setattr(reproduce, "_run_command", deadline)
   assert reproduce.process_run(run, [], tmp_path, tmp_path / "log", True) == [
       "stopped arc_lstm_x at the --stop-after time; run again to resume"]
+
+
+def test_an_unfinished_run_is_stashed_listed_and_unpacked_to_resume(tmp_path, monkeypatch):
+  """``--stash`` packs an interrupted run directory into results/unfinished/; on a machine
+  without the run, ``--list`` says it resumes from there and the driver unpacks it before
+  training (here a stand-in command that checks the unpacked checkpoint)."""
+  monkeypatch.setattr(reproduce, "ROOT", tmp_path)
+  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce, "UNFINISHED", tmp_path / "results" / "unfinished")
+  run = reproduce.Run("arc_lstm_x", "arc.py:lstm,del2sub2", gpu=True)
+  cell = reproduce.Cell("Table 2", "LSTM ARC", "[(Del,2),(Sub,2)]",
+                        (reproduce.Evaluation(run, "[(Del,2),(Sub,2)]", ("acc",)),), {})
+  first = tmp_path / "machine_a"
+  (first / "arc_lstm_x" / "checkpoints" / "700").mkdir(parents=True)
+  (first / "arc_lstm_x" / "config.json").write_text("{}")
+  (first / "arc_lstm_x" / "checkpoints" / "700" / "state").write_text("saved")
+  assert reproduce.stash_unfinished([cell], first) == [
+      f"stashed {first / 'arc_lstm_x'} in results/unfinished/arc_lstm_x.tar.gz (0.0 MB)"]
+  second = tmp_path / "machine_b"
+  assert "resume arc_lstm_x from results/unfinished/arc_lstm_x.tar.gz (GPU" in (
+      reproduce.list_cells([cell], second))
+  calls = []
+
+  def command(args, log, limits=None):
+    calls.append(args[1])
+    if args[1] == "experiments/train.py":
+      assert (second / "arc_lstm_x" / "checkpoints" / "700" / "state").read_text() == "saved"
+      (second / "arc_lstm_x" / "summary.json").write_text("{}")
+    return 0
+  monkeypatch.setattr(reproduce, "_run_command", command)
+  done = reproduce.process_run(run, [], second, tmp_path / "log", True)
+  assert done[:3] == ["unpacked results/unfinished/arc_lstm_x.tar.gz", "trained arc_lstm_x",
+                      "exported arc_lstm_x"]
+  assert calls == ["experiments/train.py", "experiments/export.py"]
+  assert not (tmp_path / "results" / "unfinished" / "arc_lstm_x.tar.gz").exists()
