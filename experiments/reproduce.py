@@ -21,7 +21,7 @@ On a machine lent for a limited time, ``--stop-after SECONDS`` sends every train
 evaluation the driver started SIGTERM at that time (training saves a checkpoint, see
 arc_jax.train.interrupt) and starts nothing after it: bring the runs folder back and run the
 driver again anywhere to resume. ``--dp-shapes N`` trains new runs on at most N DP shapes
-(``config.max_dp_shapes``; on a GPU each shape is a compilation of minutes); a resumed run keeps
+(``config.max_dp_shapes``; on a GPU each shape compiles for tens of seconds); a resumed run keeps
 the value it started with, since the shapes decide which sentences share a batch.
 """
 
@@ -638,7 +638,7 @@ def main(argv=None) -> int:
   parser.add_argument("--gpu-runs", action="store_true",
                       help="also train the runs marked for a GPU (ARC, IMDB) on this machine")
   parser.add_argument("--dp-shapes", type=int, help="train new runs on at most this many DP "
-                      "shapes (config.max_dp_shapes; 4 on a GPU, where each compiles for minutes)")
+                      "shapes (config.max_dp_shapes; 4 on a GPU, where each one compiles for tens of seconds)")
   parser.add_argument("--stop-after", type=float, metavar="SECONDS",
                       help="send the runs SIGTERM after this many seconds (they save a "
                       "checkpoint) and start nothing new: for a machine lent for a while")
