@@ -638,7 +638,8 @@ def main(argv=None) -> int:
   parser.add_argument("--gpu-runs", action="store_true",
                       help="also train the runs marked for a GPU (ARC, IMDB) on this machine")
   parser.add_argument("--dp-shapes", type=int, help="train new runs on at most this many DP "
-                      "shapes (config.max_dp_shapes; 4 on a GPU, where each one compiles for tens of seconds)")
+                      "shapes (config.max_dp_shapes; 4 on a GPU, where each compiles for tens "
+                      "of seconds)")
   parser.add_argument("--stop-after", type=float, metavar="SECONDS",
                       help="send the runs SIGTERM after this many seconds (they save a "
                       "checkpoint) and start nothing new: for a machine lent for a while")
