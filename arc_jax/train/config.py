@@ -62,7 +62,9 @@ FIELD_HELP = {
              "reported on dev, e.g. [(Del,2),(Sub,2)]",
     "allow_large_space": "accept a space whose DP would need more than 4 GiB per batch",
     "max_dp_shapes": "most (padded width, DP grid) shapes certified batches run on, each one "
-                     "compilation per jitted step (0: every length bucket and reachable grid)",
+                     "compilation per jitted step (0: every length bucket and reachable grid); "
+                     "it decides which sentences share a training batch, so a run resumes only "
+                     "with its own value",
     "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
                "ones that register transformations for config.space (register_transformation)",
     "bidirectional": "Bi-LSTM instead of LSTM",
