@@ -320,8 +320,33 @@ def cell_state(cell: Cell, runs_dir: Path, active: set[str]) -> State:
   source = f" from {_stash(run).relative_to(ROOT)}" if stashed else ""
   where = "GPU" if run.gpu else "CPU"
   legacy = " (its committed results have no model)" if results_files(run.name) else ""
-  return State("missing", f"{verb} {run.name}{source}{legacy} ({where}, ~{run.minutes:g} min), "
-               f"evaluate on {evaluations}", minutes + run.minutes)
+  training = round(run.minutes * (1 - _trained_share(run, run_dir)), 1)
+  return State("missing", f"{verb} {run.name}{source}{legacy} ({where}, ~{training:g} min), "
+               f"evaluate on {evaluations}", minutes + training)
+
+
+def _trained_share(run: Run, run_dir: Path) -> float:
+  """The share of its training steps an unfinished run has logged (in ``run_dir`` or its stash):
+  the last logged step over its epochs' steps (``num_epochs`` times the steps of its first
+  epoch); 0 for a new run, or where its files do not tell."""
+  try:
+    if (run_dir / "config.json").exists():
+      config, log = (run_dir / name for name in ("config.json", "metrics.jsonl"))
+      config, log = json.loads(config.read_text()), log.read_text()
+    elif _stash(run).exists():
+      with tarfile.open(_stash(run)) as tar:
+        read = lambda name: tar.extractfile(f"{run.name}/{name}").read().decode()
+        config, log = json.loads(read("config.json")), read("metrics.jsonl")
+    else:
+      return 0.0
+  except (OSError, KeyError, AttributeError, ValueError, tarfile.TarError):
+    return 0.0
+  lines = [json.loads(line) for line in log.splitlines() if line.strip()]
+  epochs = [line for line in lines if line.get("kind") == "epoch"]
+  if not epochs or not config.get("num_epochs"):
+    return 0.0
+  total = config["num_epochs"] * epochs[0]["step"] / (epochs[0]["epoch"] + 1)
+  return min(max(line.get("step", 0) for line in lines) / total, 1.0)
 
 
 def _stash(run: Run) -> Path:

@@ -201,12 +201,16 @@ def test_an_unfinished_run_is_stashed_listed_and_unpacked_to_resume(tmp_path, mo
                         (reproduce.Evaluation(run, "[(Del,2),(Sub,2)]", ("acc",)),), {})
   first = tmp_path / "machine_a"
   (first / "arc_lstm_x" / "checkpoints" / "700").mkdir(parents=True)
-  (first / "arc_lstm_x" / "config.json").write_text("{}")
+  (first / "arc_lstm_x" / "config.json").write_text('{"num_epochs": 4}')
+  (first / "arc_lstm_x" / "metrics.jsonl").write_text(
+      '{"kind": "epoch", "epoch": 0, "step": 250}\n{"kind": "train", "epoch": 2, "step": 700}\n')
   (first / "arc_lstm_x" / "checkpoints" / "700" / "state").write_text("saved")
+  # 700 of 4 × 250 steps done: 30% of the run's 10 minutes are left.
+  assert "resume arc_lstm_x (GPU, ~3 min)" in reproduce.list_cells([cell], first)
   assert reproduce.stash_unfinished([cell], first) == [
       f"stashed {first / 'arc_lstm_x'} in results/unfinished/arc_lstm_x.tar.gz (0.0 MB)"]
   second = tmp_path / "machine_b"
-  assert "resume arc_lstm_x from results/unfinished/arc_lstm_x.tar.gz (GPU" in (
+  assert "resume arc_lstm_x from results/unfinished/arc_lstm_x.tar.gz (GPU, ~3 min)" in (
       reproduce.list_cells([cell], second))
   calls = []
 
