@@ -169,6 +169,22 @@ def _nonneg_matmul_upper(v: jax.Array, m: jax.Array) -> jax.Array:
   return _up(jnp.matmul(v, m, precision=PRECISION) * factor)
 
 
+def _matmul_pair(x: jax.Array, y: jax.Array, a: jax.Array, b: jax.Array
+                 ) -> tuple[jax.Array, jax.Array]:
+  """``(x @ a, y @ b)`` as one batched product: x, y (..., n) of one shape, a, b (n, k).
+
+  Every output element is the same dot product as in its own matmul (whose error bound,
+  :func:`dot_error`, holds for any summation order), so the rules' soundness arguments are
+  those of two products. Why: an interval affine map needs two products of one shape (centre
+  and spread), and on CPU one call of twice the work runs faster than two (per step of the
+  LSTM DP, two (288, 100) @ (100, 400) products: 1.8–2.1× in a scan of 24 steps, idle).
+  """
+  batch, n = x.shape[:-1], x.shape[-1]
+  rows = lambda v: v.reshape(-1, n)
+  both = jnp.matmul(jnp.stack([rows(x), rows(y)]), jnp.stack([a, b]), precision=PRECISION)
+  return tuple(part.reshape(batch + (a.shape[1],)) for part in both)
+
+
 def _centre_radius(x: Interval) -> tuple[jax.Array, jax.Array]:
   """A float centre c ∈ [lo, hi] and radius r with [c − r, c + r] ⊇ [lo, hi] in real arithmetic.
 
@@ -290,9 +306,8 @@ class IntervalDomain:
       return Interval(*_unrounded_linear(x.lo, x.hi, kernel, bias))
     alpha, beta, tau, eps, tail = _linear_constants(kernel.shape[0], x.dtype)
     c, d = x.centre, x.radius
-    centre = jnp.matmul(c, kernel, precision=PRECISION)
-    spread = jnp.matmul(d * alpha + (jnp.abs(c) * beta + tau), jnp.abs(kernel),
-                        precision=PRECISION)
+    centre, spread = _matmul_pair(c, d * alpha + (jnp.abs(c) * beta + tau), kernel,
+                                  jnp.abs(kernel))
     if bias is None:
       spread = spread + tail
     else:
@@ -472,11 +487,12 @@ class IntervalDomain:
       """[fn(lo) − K, fn(hi) + K] clipped to [low, 1], the range of fn."""
       return (jnp.maximum(fn(lo) - k_gate, low), jnp.minimum(fn(hi) + k_gate, 1))
 
-    lo = jnp.split(gates_in.lo + recurrent.lo, 4, -1)
-    hi = jnp.split(gates_in.hi + recurrent.hi, 4, -1)
-    (i_lo, i_hi), (f_lo, f_hi), (o_lo, o_hi) = (
-        activation(jax.nn.sigmoid, 0, *ends) for ends in zip(lo[:3], hi[:3]))
-    g_lo, g_hi = activation(jnp.tanh, -1, lo[3], hi[3])
+    # σ on the whole [i | f | o] block, then split: one fusion per end instead of one per gate.
+    p_lo, p_hi = gates_in.lo + recurrent.lo, gates_in.hi + recurrent.hi
+    three = 3 * c.shape[-1]
+    s_lo, s_hi = activation(jax.nn.sigmoid, 0, p_lo[..., :three], p_hi[..., :three])
+    (i_lo, f_lo, o_lo), (i_hi, f_hi, o_hi) = jnp.split(s_lo, 3, -1), jnp.split(s_hi, 3, -1)
+    g_lo, g_hi = activation(jnp.tanh, -1, p_lo[..., three:], p_hi[..., three:])
     c_lo = c.lo * jnp.where(c.lo >= 0, f_lo, f_hi) + g_lo * jnp.where(g_lo >= 0, i_lo, i_hi)
     c_hi = c.hi * jnp.where(c.hi >= 0, f_hi, f_lo) + g_hi * jnp.where(g_hi >= 0, i_hi, i_lo)
     w = (jnp.maximum(jnp.abs(c.lo), jnp.abs(c.hi)) + 1) * k_cell + t_cell
@@ -672,8 +688,8 @@ _unrounded_lstm_update.defvjp(_unrounded_lstm_forward, _unrounded_lstm_backward)
 def _unrounded_linear_forward(lo, hi, kernel, bias):
   """The unrounded :meth:`IntervalDomain.linear` of the box [lo, hi] (..., n): centre
   ((lo + hi)/2)@W + b ∓ radius ((hi − lo)/2)@|W|; returns ((lower, upper), residuals)."""
-  centre = jnp.matmul((lo + hi) / 2, kernel, precision=PRECISION) + bias
-  spread = jnp.matmul((hi - lo) / 2, jnp.abs(kernel), precision=PRECISION)
+  centre, spread = _matmul_pair((lo + hi) / 2, (hi - lo) / 2, kernel, jnp.abs(kernel))
+  centre = centre + bias
   return (centre - spread, centre + spread), (lo, hi, kernel)
 
 
