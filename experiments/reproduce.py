@@ -329,24 +329,24 @@ def _trained_share(run: Run, run_dir: Path) -> float:
   """The share of its training steps an unfinished run has logged (in ``run_dir`` or its stash):
   the last logged step over its epochs' steps (``num_epochs`` times the steps of its first
   epoch); 0 for a new run, or where its files do not tell."""
+  names = ("config.json", "metrics.jsonl")
   try:
     if (run_dir / "config.json").exists():
-      config, log = (run_dir / name for name in ("config.json", "metrics.jsonl"))
-      config, log = json.loads(config.read_text()), log.read_text()
+      texts = [(run_dir / name).read_text() for name in names]
     elif _stash(run).exists():
       with tarfile.open(_stash(run)) as tar:
-        read = lambda name: tar.extractfile(f"{run.name}/{name}").read().decode()
-        config, log = json.loads(read("config.json")), read("metrics.jsonl")
+        texts = [tar.extractfile(f"{run.name}/{name}").read().decode() for name in names]
     else:
       return 0.0
+    config = json.loads(texts[0])
+    records = [json.loads(line) for line in texts[1].splitlines() if line.strip()]
   except (OSError, KeyError, AttributeError, ValueError, tarfile.TarError):
     return 0.0
-  lines = [json.loads(line) for line in log.splitlines() if line.strip()]
-  epochs = [line for line in lines if line.get("kind") == "epoch"]
+  epochs = [r for r in records if r.get("kind") == "epoch"]
   if not epochs or not config.get("num_epochs"):
     return 0.0
   total = config["num_epochs"] * epochs[0]["step"] / (epochs[0]["epoch"] + 1)
-  return min(max(line.get("step", 0) for line in lines) / total, 1.0)
+  return min(max(r.get("step", 0) for r in records) / total, 1.0)
 
 
 def _stash(run: Run) -> Path:
