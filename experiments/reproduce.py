@@ -448,14 +448,19 @@ def _run_command(args: list[str], log: Path, limits: Limits = Limits()) -> int:
 
 
 def _training_args(run: Run, run_dir: Path, limits: Limits) -> list[str]:
-  """train.py's command line; ``--dp-shapes`` for a new run, the saved value when resuming."""
-  shapes = limits.dp_shapes
+  """train.py's command line; ``--dp-shapes`` for a new run, the saved value when resuming.
+
+  A resumed run also gets its saved name back: passing its shapes would otherwise extend the name
+  (``_max_dp_shapes16``) and train.py would refuse the directory as another run's.
+  """
+  shapes, name = limits.dp_shapes, []
   if (run_dir / "config.json").exists():
     saved = json.loads((run_dir / "config.json").read_text())
     shapes = saved.get("max_dp_shapes", BEFORE_FIELD["max_dp_shapes"])
+    name = [f"--config.name={saved['name']}"] if "name" in saved else []
   return [PYTHON, "experiments/train.py", "--config", f"experiments/configs/{run.config}",
           *run.overrides, *([f"--config.max_dp_shapes={shapes}"] if shapes is not None else []),
-          "--config.progress=False", "--workdir", str(run_dir)]
+          *name, "--config.progress=False", "--workdir", str(run_dir)]
 
 
 def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Path,

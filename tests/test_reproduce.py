@@ -167,7 +167,7 @@ def test_stop_after_sends_sigterm_and_starts_nothing_after_it(tmp_path):
   assert reproduce._run_command([sys.executable, "-c", "pass"], tmp_path / "log") == 0
 
 
-def test_dp_shapes_apply_to_new_runs_and_resumed_runs_keep_theirs(tmp_path, monkeypatch):
+def test_dp_shapes_apply_to_new_runs_and_resumed_runs_keep_theirs_and_their_name(tmp_path, monkeypatch):
   run = reproduce.Run("arc_lstm_x", "arc.py:lstm,del2sub2")
   flag = lambda args: [a for a in args if a.startswith("--config.max_dp_shapes")]
   assert flag(reproduce._training_args(run, tmp_path / "new", reproduce.Limits())) == []
@@ -175,9 +175,11 @@ def test_dp_shapes_apply_to_new_runs_and_resumed_runs_keep_theirs(tmp_path, monk
       "--config.max_dp_shapes=4"]
   started = tmp_path / "started"
   started.mkdir()
-  (started / "config.json").write_text(json.dumps({"max_dp_shapes": 16}))
-  assert flag(reproduce._training_args(run, started, reproduce.Limits(dp_shapes=4))) == [
-      "--config.max_dp_shapes=16"]
+  (started / "config.json").write_text(json.dumps({"max_dp_shapes": 16, "name": "arc_lstm_x"}))
+  resumed = reproduce._training_args(run, started, reproduce.Limits(dp_shapes=4))
+  assert flag(resumed) == ["--config.max_dp_shapes=16"]
+  # Its name comes back too, so that the shapes flag does not extend it to another run's name.
+  assert "--config.name=arc_lstm_x" in resumed
   (started / "config.json").write_text(json.dumps({"name": "written before the field"}))
   assert flag(reproduce._training_args(run, started, reproduce.Limits(dp_shapes=4))) == [
       "--config.max_dp_shapes=0"]
