@@ -284,7 +284,7 @@ def slot_states(model: LSTMClassifier, sig: Signature, plan: Plan, eps: jax.Arra
   n_positions = n_pad + max(int(growth.max()), 0)
   out_lengths = plan.lengths[None, :] + jnp.asarray(growth)[:, None]  # (G, B)
   positions = jnp.arange(n_positions)[:, None, None]
-  words = word_pre_activations(model, plan, domain)  # the reversed plan holds the same ids
+  words = word_pre_activations(model, plan, sig, domain)  # the reversed plan holds the same ids
   directions = []
   for cell, p, v, ok in zip(model.cells, plans, valid, suffix_ok):
     z = domain.monotone(jax.nn.relu, words(p.token_ids))  # every rounding

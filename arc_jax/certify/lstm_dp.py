@@ -51,8 +51,18 @@ def _anchor_offsets(s: int, t: int) -> list[int]:
   return [min(max(l + s - t, 0), s - 1) for l in range(t)]
 
 
-def word_pre_activations(model: LSTMClassifier, plan: Plan, domain: Domain = iv.SOUND
-                         ) -> Callable[[jax.Array], iv.Value]:
+def _projected_ids(model: LSTMClassifier, plan: Plan, sig: Signature) -> int:
+  """How many ids the DP projects without a word table: every direction's tokens, and the
+  replacements and window anchors of each transformation that brings words of its own."""
+  tokens = plan.token_ids.size
+  own = sum(tp.replacement_ids.size + tokens * t
+            for t, repeats, tp in zip(sig.t, sig.repeats, plan.transformations)
+            if t > 0 and not repeats)
+  return len(model.cells) * (tokens + own)
+
+
+def word_pre_activations(model: LSTMClassifier, plan: Plan, sig: Signature,
+                         domain: Domain = iv.SOUND) -> Callable[[jax.Array], iv.Value]:
   """A function from word ids (any shape S) to boxes (S + (F,)) of the projection's
   pre-activations (the ReLU's input) of those words, enclosing every rounding of the projection.
 
@@ -62,11 +72,13 @@ def word_pre_activations(model: LSTMClassifier, plan: Plan, domain: Domain = iv.
   SST-2 test batches of 32). Each row's box is sound for its word wherever the word stands
   (:func:`interval.linear` holds for every summation order). The table holds every id of
   ``plan`` and of plans made from it by dropping ids (:func:`reverse_plan`, fewer rows), since
-  :class:`Plan` refuses a bound below its count of distinct ids.
+  :class:`Plan` refuses a bound below its count of distinct ids. Where the DP would project
+  no more ids than the table holds (a space of deletions and repetitions projects only the
+  tokens: 768 ids of a 32 × 24 batch against a table of 2,048) they are projected directly.
   """
   project = lambda ids: model.projection.pre_activation(lift_input(domain, model.embed(ids)),
                                                         domain)
-  if plan.distinct_words is None:
+  if plan.distinct_words is None or plan.distinct_words >= _projected_ids(model, plan, sig):
     return project
   # Filled with the largest id, so the table stays sorted for the binary search.
   ids = jnp.concatenate([jnp.ravel(a) for a in plan_word_ids(plan)])
@@ -95,7 +107,7 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
   ``words`` is :func:`word_pre_activations` of a plan holding this one's ids (made here if None).
   """
   n_pad = plan.token_ids.shape[1]
-  words = word_pre_activations(model, plan, domain) if words is None else words
+  words = word_pre_activations(model, plan, sig, domain) if words is None else words
   out = []
   for s, t, repeats, tp in zip(sig.s, sig.t, sig.repeats, plan.transformations):
     if t == 0 or repeats:
@@ -271,7 +283,9 @@ def _run_steps(cell: LSTMCell, branches, track_sums: bool, domain: Domain):
       (h, c), total = out[i]
       gates = branches[i][2][l]
       gates = jax.tree.map(lambda a: _grid_broadcast(a, len(h.shape) - 2), gates)
-      new_h, new_c = cell.step((h, c), gates, known[i], domain)
+      # Materialised once: XLA would otherwise fuse the cell's elementwise rest into each of
+      # its consumers (the joins, the next products' operands) and recompute it there.
+      new_h, new_c = jax.lax.optimization_barrier(cell.step((h, c), gates, known[i], domain))
       out[i] = ((new_h, new_c), domain.add(total, new_h) if track_sums else None)
   return out
 
@@ -316,7 +330,7 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   plan = jax.tree.map(jnp.asarray, plan)  # host (numpy) plans may be closed over under a trace
   plans = [plan] + ([reverse_plan(plan, sig)] if model.bidirectional else [])
   rank = len(sig.budgets)
-  words = word_pre_activations(model, plan, domain)  # the reversed plan holds the same ids
+  words = word_pre_activations(model, plan, sig, domain)  # the reversed plan holds the same ids
   boxes, cleans = [], []
   for cell, p in zip(model.cells, plans):
     z = domain.monotone(jax.nn.relu, words(p.token_ids))

@@ -349,3 +349,20 @@ def test_lean_dp_gives_the_four_corner_dps_certificates_and_gradients(monkeypatc
   np.testing.assert_allclose(lean_loss, plain_loss, rtol=1e-12)
   for a, b in zip(jax.tree.leaves(lean_grads), jax.tree.leaves(plain_grads)):
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_word_table_is_skipped_where_the_dp_projects_fewer_ids():
+  """A space of deletions and repetitions projects only the tokens (once per direction), fewer
+  than the table's rows: the DP projects them in place. Replacements of their own count too."""
+  from arc_jax.certify.lstm_dp import _projected_ids
+  sentences = [s.split() for s in ("this movie is good", "the movie 's good one")]
+  for spec, bidirectional in (("[(Del,2),(Ins,2)]", False), ("[(Del,1),(Ins,1)]", True),
+                              ("[(Sub,1),(Ins,1)]", False)):
+    space = parse_space(spec, synonyms={"good": ["best"]}).restricted_to(VOCAB)
+    plan = PlanBuilder(space, VOCAB).build(sentences, batch_size=4)
+    model = make_model(3, 6, 1.0, bidirectional)
+    tokens = plan.token_ids.size * (2 if bidirectional else 1)
+    sub = plan.transformations[0]
+    expected = tokens + (sub.replacement_ids.size + plan.token_ids.size if "Sub" in spec else 0)
+    assert _projected_ids(model, plan, space.signature) == expected
+  assert expected > plan.distinct_words >= tokens  # the Sub space uses the table
