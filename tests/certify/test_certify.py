@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 import arc_jax
 from arc_jax import interval as iv
 from arc_jax.certify import certify, certify_jit, certify_model, make_certify_fn
-from arc_jax.certify.lstm_dp import certified_features
+from arc_jax.certify.lstm_dp import _projected_ids, certified_features
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.perturbation import (PlanBuilder, ShapeMenu, on_reachable_grid, parse_space,
@@ -354,7 +354,6 @@ def test_lean_dp_gives_the_four_corner_dps_certificates_and_gradients(monkeypatc
 def test_word_table_is_skipped_where_the_dp_projects_fewer_ids():
   """A space of deletions and repetitions projects only the tokens (once per direction), fewer
   than the table's rows: the DP projects them in place. Replacements of their own count too."""
-  from arc_jax.certify.lstm_dp import _projected_ids
   sentences = [s.split() for s in ("this movie is good", "the movie 's good one")]
   for spec, bidirectional in (("[(Del,2),(Ins,2)]", False), ("[(Del,1),(Ins,1)]", True),
                               ("[(Sub,1),(Ins,1)]", False)):
