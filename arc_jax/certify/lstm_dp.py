@@ -244,9 +244,18 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
       new_carry = new_carry[:2] + (push(total, sums),)
     return new_carry, None
 
+  # Positions past the batch's longest sentence change nothing (every row is padding there), so
+  # they skip the body: a length bucket pads sorted certification batches by 6% of their steps.
+  longest = jnp.max(lengths)
+
+  def step(carry, x):
+    position, x = x
+    return jax.lax.cond(position < longest, body, lambda carry, _: (carry, None), carry, x)
+
   # Rematerialise the body in the backward pass instead of storing every step's intermediates:
   # 2.3-2.8x faster ARC training steps on CPU (memory traffic, not FLOPs, bounds this DP).
-  ((hs, cs), valid, sums), _ = jax.lax.scan(jax.checkpoint(body), carry0, xs)
+  ((hs, cs), valid, sums), _ = jax.lax.scan(jax.checkpoint(step), carry0,
+                                            (jnp.arange(n_pad), xs))
   return (hs[0], cs[0]), valid[0], (sums[0] if track_sums else None)
 
 

@@ -222,6 +222,31 @@ def test_padding_is_a_no_op():
   np.testing.assert_allclose(a.logits.hi[0], b.logits.hi[0], atol=1e-12)
 
 
+def test_positions_past_the_longest_sentence_change_nothing():
+  """The DP skips the positions past a batch's longest sentence (a conditional inside its scan):
+  padded to 8 or to 12, a batch gets the same certificates and ARC-loss gradients, bit for bit.
+  (That the skip starts after the last real position is the enumeration tests' to check.)"""
+  space = parse_space("[(Sub,1),(Del,1),(Ins,1)]", synonyms={"good": ["best"]})
+  space = space.restricted_to(VOCAB)
+  sentences = [s.split() for s in ("this movie is good", "the good film !")]
+  labels = jnp.asarray([0, 1])
+  model = make_model(7, 5, 3.0, bidirectional=False, pooling="mean")
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+  def margins_and_grad(width):
+    plan = PlanBuilder(space, VOCAB, length_buckets=(width,)).build(sentences)
+    assert plan.token_ids.shape[1] == width > int(np.max(plan.lengths))
+
+    def loss(p):
+      cert = certify_model(nnx.merge(graphdef, p, rest), space, plan, labels)
+      return cert.worst_case_logits.sum(), cert.margins
+    return jax.jit(jax.value_and_grad(loss, has_aux=True))(params)
+
+  narrow, wide = margins_and_grad(8), margins_and_grad(12)
+  for a, b in zip(jax.tree.leaves(narrow), jax.tree.leaves(wide)):
+    np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["lstm", "bilstm"])
 def test_word_table_gives_the_same_certificates(bidirectional):
   """Projecting each distinct word of a batch once (``Plan.distinct_words``) gives the
