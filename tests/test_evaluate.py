@@ -81,13 +81,13 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   partial = json.loads((run / "eval" / "test_Del2Sub2_hf.json").read_text())
   assert partial["metrics"]["hf"]["count"] == metrics["hf"]["count"]
   assert json.loads((run / "eval" / "test_Del2Sub2.json").read_text()) == results
-  # The complete verifier agrees with enumeration (evaluate checks it per example), here on
-  # the first 16 sentences: every sub-space shape it certifies compiles, and tests/verify
-  # covers the verifier itself.
+  # The complete verifier agrees with enumeration (evaluate checks it per example), on the
+  # first 16 sentences: each sub-space shape it certifies is one more compilation, and
+  # tests/verify covers the verifier itself.
   assert evaluate.main(["--workdir", str(run), "--metrics", "ex,exact", "--first", "16",
                         "--no-progress"]) == 0
-  exact = json.loads((run / "eval" / "test_first16_Del2Sub2_cf_ex_exact.json").read_text())
-  exact = exact["metrics"]
+  exact_file = run / "eval" / "test_first16_Del2Sub2_cf_ex_exact.json"
+  exact = json.loads(exact_file.read_text())["metrics"]
   assert exact["exact"]["unknowns"] == 0 and exact["ex"]["total"] == 16
   assert exact["exact"]["count"] == exact["exact"]["proofs"] == exact["ex"]["count"]
   assert exact["exact"]["proofs"] + exact["exact"]["counterexamples"] == 16
