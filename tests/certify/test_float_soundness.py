@@ -8,7 +8,8 @@ with weights ×1, ×3 or ×10 and optionally saturated gates (gate biases ±15);
 standard transformations with random user transformations of every shape s → t (s ∈ 1..4,
 t ∈ 0..3, duplicating or not). Trees use the shapes a tree space accepts (1→0, 1→1, w → w w).
 
-CI runs a few cases per family; ``-m slow`` runs many (``FUZZ_EXAMPLES`` per family, default
+CI runs a few cases per family (the linear-step domain's: tests/test_linear_step.py, on these
+cases' generators); ``-m slow`` runs many (``FUZZ_EXAMPLES`` per family, default
 200) and prints how many cases and member strings it checked.
 """
 
@@ -200,13 +201,6 @@ def test_float_soundness_small(family):
   shapes = TREE_SHAPES[1:] if family.startswith("tree") else [(1, 2), (4, 3)]
   for i, (shape, dtype) in enumerate(zip(shapes, itertools.cycle((np.float32, np.float64)))):
     run_case(1000 * i + 7, family, dtype, shape)
-
-
-def test_float_soundness_small_linear_step():
-  """The linear-step domain (arc_jax.linear_step) on the same random cases: LSTM, float32 and
-  float64 (the other sequence families in the slow fuzz)."""
-  for i, (shape, dtype) in enumerate(zip([(1, 2), (4, 3)], (np.float32, np.float64))):
-    run_case(1000 * i + 7, "lstm", dtype, shape, LINEAR_STEP)
 
 
 @pytest.mark.slow
