@@ -127,6 +127,7 @@ class PlanBuilder:
     self.length_buckets = tuple(length_buckets)
     self.min_replacement_slots = min_replacement_slots
     self._cache = [dict() for _ in space.transformations]
+    self._shapes: dict[tuple[str, ...], tuple[int, tuple[int, ...]]] = {}
 
   def _ids(self, words: Sequence[str]) -> list[int]:
     return word_ids(self.vocab, words, "drop out-of-vocabulary tokens from the sentences and "
@@ -153,14 +154,24 @@ class PlanBuilder:
     Certification groups sentences by these budgets (see :func:`reachable_signature`).
     """
     sentence = tuple(sentence)
-    return tuple(
-        min(delta, sum(self._replacement_ids(k, sentence[i:i + t.s])[0]
-                       for i in range(len(sentence) - t.s + 1)))
-        for k, (t, delta) in enumerate(zip(self.space.transformations, self.space.budgets)))
+    budgets = []
+    for k, (t, delta) in enumerate(zip(self.space.transformations, self.space.budgets)):
+      count = 0
+      for i in range(len(sentence) - t.s + 1):
+        if count == delta:  # no need to count further windows
+          break
+        count += self._replacement_ids(k, sentence[i:i + t.s])[0]
+      budgets.append(count)
+    return tuple(budgets)
 
   def exact_shape(self, sentence: Sequence[str]) -> tuple[int, tuple[int, ...]]:
-    """The length bucket and :meth:`reachable_budgets` of a sentence."""
-    return bucket(max(len(sentence), 1), self.length_buckets), self.reachable_budgets(sentence)
+    """The length bucket and :meth:`reachable_budgets` of a sentence (memoised: batching asks
+    for every row's shape at every epoch)."""
+    sentence = tuple(sentence)
+    if sentence not in self._shapes:
+      self._shapes[sentence] = (bucket(max(len(sentence), 1), self.length_buckets),
+                                self.reachable_budgets(sentence))
+    return self._shapes[sentence]
 
   def grid_group(self, sentence: Sequence[str]) -> tuple[int, ...]:
     """The padded width and DP budgets a sentence runs on (its :meth:`exact_shape`, fitted to

@@ -62,6 +62,26 @@ def test_no_bound_and_wider_rows():
   assert menu.fit(4, (0, 0)) == (8, (0, 1))
   assert menu.fit(4, (1, 0)) == (16, (1, 1))
   assert menu.fit(24, (0, 2)) == (24, (1, 2))
+  # Fits are memoised; the memo is no part of the menu's value.
+  assert menu.fit(4, (1, 0)) == (16, (1, 1)) and menu.fit(24, (0, 2)) == (24, (1, 2))
+  assert menu == ShapeMenu(menu.entries) and hash(menu) == hash(ShapeMenu(menu.entries))
+
+
+@settings(max_examples=50, deadline=None)
+@given(sents=st.lists(sentences(max_len=12), min_size=1, max_size=6), synonyms=lexicons(),
+       budgets=st.lists(st.integers(1, 3), min_size=5, max_size=5))
+def test_reachable_budgets_count_the_rewritable_windows(sents, synonyms, budgets):
+  """Per transformation, min(δ_k, number of windows T_k rewrites), from the space's own windows;
+  asked again, the memoised shape is the same."""
+  names = ("Trans1", "Trans2", "Trans3", "Trans4", "Sub")
+  space = parse_space("[" + ",".join(f"({k},{d})" for k, d in zip(names, budgets)) + "]",
+                      synonyms=synonyms)
+  builder = PlanBuilder(space, VOCAB)
+  for sent in sents:
+    windows = space.windows(sent)
+    expected = tuple(min(d, sum(bool(w[k]) for w in windows)) for k, d in enumerate(budgets))
+    assert builder.reachable_budgets(sent) == expected
+    assert builder.exact_shape(sent)[1] == expected == builder.exact_shape(list(sent))[1]
 
 
 @settings(max_examples=25, deadline=None)
