@@ -11,7 +11,9 @@ the DP grid it runs on). ``losses`` are the ARC losses at the initial parameters
 dropout of the first two batches of the length-pooled order (:func:`arc_jax.data.batch_order`
 over the sizes, the order of revisions before reachable-grid batches), so two revisions can be
 checked to compute the same losses on the same rows. ``shapes`` counts the distinct (width, DP
-grid, word table) shapes of the epoch: one compilation each.
+grid, word table) shapes of the epoch: one compilation each. ``host_epoch_s`` is the host time
+to build the epoch's batches (each row's DP shape, the batch order, every batch's plan): the
+training loop pays it beside the steps.
 
     python benchmarks/train_throughput.py [--model lstm|bilstm|tree] [--row del2sub2]
         [--batches N] [--baseline REV [--rounds R]]
@@ -87,7 +89,9 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   if hasattr(exp, "family"):  # model families (arc_jax.train.families) and objectives
     from arc_jax.train.objectives import arc_objective  # pylint: disable=import-outside-toplevel
     objective = arc_objective(exp.family, exp.space.signature, *schedules, config.robust_loss)
+    tic = time.perf_counter()
     epoch, put = list(exp.batches("train", config.batch_size, **order)), exp.put
+    host_s = time.perf_counter() - tic
     examples, labels = exp.examples("train")
     pooled = batch_order([exp.family.size(x) for x in examples], config.batch_size,
                          seed=config.seed, epoch=0, shuffle=True)
@@ -96,7 +100,9 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   else:  # a baseline revision before them: a Task class per family
     task = exp.task
     objective = task.arc_objective(exp.space.signature, *schedules, config.robust_loss)
+    tic = time.perf_counter()
     epoch = list(task.batches(exp, "train", config.batch_size, **order))
+    host_s = time.perf_counter() - tic
     put = lambda b: task.put(b, exp.mesh)
     same_rows = epoch[:2]  # its order is the length-pooled one
   tx = steps.config_optimizer(config)
@@ -136,6 +142,7 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
           "epoch_batches": len(epoch),
           "epoch_s_estimate": round(len(epoch) * step_s * epoch_work / measured_work, 1),
           "measured_work_share": round(float(measured_work / epoch_work), 3),
+          "host_epoch_s": round(host_s, 1),
           "shapes": len({(width(b), grid(b), word_table(b)) for b in epoch}),
           "first_pass_s": round(compile_s, 1), "losses": losses,
           "device": f"{d.platform}:{d.device_kind} x{jax.device_count()}",
@@ -149,12 +156,16 @@ def compare(lines: list[dict], baseline: str) -> dict:
   best = {(rev, key): max(l[key] for l in lines if l["revision"] == rev)
           for rev in (baseline, "current") for key in ("steps_per_s", "cpu_steps_per_s")}
   first = {rev: next(l for l in lines if l["revision"] == rev) for rev in (baseline, "current")}
+  host = {rev: min(l["host_epoch_s"] for l in lines if l["revision"] == rev)
+          for rev in (baseline, "current")}
   return {"benchmark": "train_compare", "model": first["current"]["model"],
           "space": first["current"]["space"],
           **{f"{rev}_{key}": value for (rev, key), value in best.items()},
           "ratio": round(best["current", "steps_per_s"] / best[baseline, "steps_per_s"], 2),
           "cpu_ratio": round(best["current", "cpu_steps_per_s"]
                              / best[baseline, "cpu_steps_per_s"], 2),
+          "host_epoch_s": [host[baseline], host["current"]],
+          "host_ratio": round(host[baseline] / max(host["current"], 0.1), 2),
           "losses": [first[baseline]["losses"], first["current"]["losses"]],
           "largest_loss_difference": float(np.max(np.abs(
               np.subtract(first[baseline]["losses"], first["current"]["losses"])))),
