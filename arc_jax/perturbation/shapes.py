@@ -54,9 +54,9 @@ class ShapeMenu:
     """The least-work entry with width ≥ ``width`` and every budget ≥ ``budgets`` (ties: the
     narrower, then the lexicographically smaller). A row wider than every entry keeps its width
     and runs on the covering entry's grid raised to its budgets (one shape per such width)."""
-    key = (int(width), tuple(int(b) for b in budgets))
+    key = (width, tuple(budgets))  # NumPy integers hash and compare as Python ints
     if key not in self._fitted:
-      width, budgets = key
+      width, budgets = int(width), tuple(int(b) for b in budgets)
       fitting = [e for e in self.entries
                  if e[0] >= width and all(d >= b for d, b in zip(e[1], budgets))]
       self._fitted[key] = (
