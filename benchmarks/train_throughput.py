@@ -80,6 +80,12 @@ def work(batch, full_grid: tuple[int, ...]) -> int:
   return width(batch) * int(np.prod(full_grid if budgets is None else [d + 1 for d in budgets]))
 
 
+def timed_list(batches) -> tuple[list, float]:
+  """The batches of a (lazy) iterator and the seconds it took to produce them."""
+  tic = time.perf_counter()
+  return list(batches), time.perf_counter() - tic
+
+
 def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   config = load_config(model, row)
   exp = build_experiment(config)
@@ -89,9 +95,8 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   if hasattr(exp, "family"):  # model families (arc_jax.train.families) and objectives
     from arc_jax.train.objectives import arc_objective  # pylint: disable=import-outside-toplevel
     objective = arc_objective(exp.family, exp.space.signature, *schedules, config.robust_loss)
-    tic = time.perf_counter()
-    epoch, put = list(exp.batches("train", config.batch_size, **order)), exp.put
-    host_s = time.perf_counter() - tic
+    epoch, host_s = timed_list(exp.batches("train", config.batch_size, **order))
+    put = exp.put
     examples, labels = exp.examples("train")
     pooled = batch_order([exp.family.size(x) for x in examples], config.batch_size,
                          seed=config.seed, epoch=0, shuffle=True)
@@ -100,9 +105,7 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
   else:  # a baseline revision before them: a Task class per family
     task = exp.task
     objective = task.arc_objective(exp.space.signature, *schedules, config.robust_loss)
-    tic = time.perf_counter()
-    epoch = list(task.batches(exp, "train", config.batch_size, **order))
-    host_s = time.perf_counter() - tic
+    epoch, host_s = timed_list(task.batches(exp, "train", config.batch_size, **order))
     put = lambda b: task.put(b, exp.mesh)
     same_rows = epoch[:2]  # its order is the length-pooled one
   tx = steps.config_optimizer(config)
