@@ -3,7 +3,8 @@
 Each dataset is a ``tfds.core.GeneratorBasedBuilder`` over the manual files of shared/data
 (PROVENANCE.md). It is built once into ``<cache_dir>/tfds/<fingerprint>/``, where the fingerprint
 hashes the manual files' paths, sizes and modification times and the builder version, so edited
-data is rebuilt and never read stale. Splits keep the order of their source files
+data is rebuilt and never read stale; processes started at once build it once, the others wait on
+a lock file beside it. Splits keep the order of their source files
 (``disable_shuffling``) and are named ``train``, ``validation`` and ``test`` throughout.
 
 Examples are read back through the builder's TFDS data source as raw records and parsed with the
@@ -13,6 +14,8 @@ decodes, without its per-feature Python decoding, which is about 15 times slower
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import json
 import logging
@@ -230,17 +233,37 @@ def prepare_builder(builder_class: type[tfds.core.GeneratorBasedBuilder],
                                       data_root)
   fingerprint = paths.file_fingerprint([manual_dir / f for f in builder_class.REQUIRED_FILES],
                                        builder_class.__name__, str(builder_class.VERSION))
-  builder = builder_class(data_dir=paths.cache_dir(cache_dir) / "tfds" / fingerprint,
-                          file_format="array_record")
+  data_dir = paths.cache_dir(cache_dir) / "tfds" / fingerprint
   # TFDS's own bars are off while building: a bad file ends them mid-line, under the one-line
   # error that names it; the builder logs one line instead (_LocalFilesBuilder).
   tfds.display_progress_bar(False)
   try:
-    builder.download_and_prepare(
-        download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
+    # The builder reads what is built when it is made, so it is made under the lock too.
+    with _exclusively(data_dir.with_name(fingerprint + ".lock")):
+      builder = builder_class(data_dir=data_dir, file_format="array_record")
+      builder.download_and_prepare(
+          download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   finally:
     tfds.display_progress_bar(True)
   return builder
+
+
+@contextlib.contextmanager
+def _exclusively(lock_path: Path) -> Iterator[None]:
+  """Holds an exclusive lock on ``lock_path`` (created if missing), waiting for any other
+  holder, in this process or another.
+
+  Why: runs started at once on a fresh cache would all build the same dataset, and each but the
+  first then failed renaming its copy into place (TFDS: "Destination ... already exists"). Under
+  the lock the later ones wait and find it built.
+  """
+  lock_path.parent.mkdir(parents=True, exist_ok=True)
+  with open(lock_path, "a") as handle:  # its own open file description: flock excludes threads too
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def read_split(builder: tfds.core.GeneratorBasedBuilder, split: str) -> list:

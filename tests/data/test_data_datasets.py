@@ -1,8 +1,11 @@
 """The TFDS builders on tiny data: contents, order, caching, error messages."""
 
+import concurrent.futures
 import gzip
 import os
 import sys
+import threading
+import time
 
 import pytest
 
@@ -64,6 +67,24 @@ def test_second_load_reuses_the_cache(data_root, cache_dir, monkeypatch):
 
   monkeypatch.setattr(datasets.ArcSst2, "_generate_examples", fail)
   assert len(datasets.load_sst2(data_root, cache_dir)["train"]) == len(SST2_TRAIN)
+
+
+def test_loads_at_once_on_a_fresh_cache_build_it_once(data_root, tmp_path, monkeypatch):
+  # Two runs started together used to both build, and the second failed moving its copy into
+  # place; now one builds while the other waits for the lock, then reads what was built.
+  original = datasets.ArcSst2._generate_examples
+  builders = []  # the thread of every split generated
+
+  def slow(self, *args, **kwargs):
+    builders.append(threading.get_ident())
+    time.sleep(0.5)  # the other load starts meanwhile
+    yield from original(self, *args, **kwargs)
+
+  monkeypatch.setattr(datasets.ArcSst2, "_generate_examples", slow)
+  with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    loads = list(pool.map(lambda _: datasets.load_sst2(data_root, tmp_path / "cache"), range(2)))
+  assert len(set(builders)) == 1 and len(builders) == 3
+  assert loads[0] == loads[1] and len(loads[0]["train"]) == len(SST2_TRAIN)
 
 
 def test_edited_data_is_rebuilt(tmp_path):
