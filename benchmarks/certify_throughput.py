@@ -6,7 +6,7 @@ grid where the code has ``certification_order``, else by length as the original'
 does); then 32 IMDB reviews of 500 tokens under [(Sub,2)] for memory.
 
     python benchmarks/certify_throughput.py [--model lstm|bilstm|tree] [--spaces SPEC ...]
-        [--sentences N] [--workers W] [--baseline REV [--rounds R]]
+        [--sentences N] [--workers W] [--baseline REV [--rounds R | --pairs P]]
 
 ``sentences_per_s`` times the jitted DP alone over all batches, ``workers`` of them at once as
 ``certify`` and ``evaluate.py`` run them (``arc_jax.parallel.concurrent_calls``): the best of
@@ -19,7 +19,10 @@ does); ``peak_memory_mib`` is the device's peak (the process's peak RSS on a CPU
 ``--baseline REV`` measures REV and this checkout side by side (benchmarks/revisions.py) and adds
 one ``certify_compare`` line per space: the ratio of sentences/s, the load, and the certificates
 compared sentence by sentence (``loosest_margin_change`` is the most any margin lower bound got
-worse; ≥ 0 means every certificate is unchanged or tighter).
+worse; ≥ 0 means every certificate is unchanged or tighter). ``--pairs P`` instead compiles both
+revisions first and then alternates their timed passes (``revisions.interleaved``); the compare
+line adds ``paired_ratio``, the median (and range) of the P per-pass ratios, which carry the
+machine's drift over seconds instead of the minutes between two sequential runs.
 The original's DP does 80 / 59 / 73 sentences/s for the three default spaces on this machine
 (docs/ORIGINAL.md §9).
 """
@@ -112,60 +115,108 @@ def batches_of(builder, space, sentences, labels, batch_size):
   return order, batches
 
 
-def time_certification(model, space, sentences, labels, vocab, batch_size, slots, workers,
-                       repeats=3):
-  """Plan seconds, first (compiling) pass seconds, the later passes' seconds (sorted), their
-  least CPU seconds, the margins (n, K) in input order and the number of compiled shapes.
-  ``workers`` batches run at once (``arc_jax.parallel.ordered_map``)."""
+def prepare_certification(model, space, sentences, labels, vocab, batch_size, slots, workers):
+  """(plan_s, one_pass, shapes): the host time to lower the sentences, a function that certifies
+  every batch once and returns (seconds, CPU seconds, margins (n, K) in input order), and the
+  number of compiled shapes. ``workers`` batches run at once (``arc_jax.parallel.ordered_map``)."""
   builder = PlanBuilder(space, vocab, min_replacement_slots=slots)
   start = time.perf_counter()
   order, batches = batches_of(builder, space, sentences, labels, batch_size)
   plan_s = time.perf_counter() - start
   graphdef, state = nnx.split(model)
-  passes, cpu = [], []
-  for _ in range(1 + repeats):
+
+  def one_pass():
     start, cpu_start = time.perf_counter(), time.process_time()
     certs = list(ordered_map(lambda b: certify_jit(graphdef, b[0], state, b[1], b[2]), batches,
                              workers))
     jax.block_until_ready([c.certified for c in certs])
-    passes.append(time.perf_counter() - start)
-    cpu.append(time.process_time() - cpu_start)
-  margins = np.concatenate([np.asarray(c.margins) for c in certs])[:len(order)]
-  in_order = np.empty_like(margins)
-  in_order[order] = margins
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    margins = np.concatenate([np.asarray(c.margins) for c in certs])[:len(order)]
+    in_order = np.empty_like(margins)
+    in_order[order] = margins
+    return seconds, cpu, in_order
+
   shapes = len({(plan.token_ids.shape, sig, getattr(plan, "distinct_words", None))
                 for sig, plan, _ in batches})
-  return plan_s, passes[0], sorted(passes[1:]), min(cpu[1:]), in_order, shapes
+  return plan_s, one_pass, shapes
+
+
+def time_certification(model, space, sentences, labels, vocab, batch_size, slots, workers,
+                       repeats=3):
+  """Plan seconds, first (compiling) pass seconds, the later passes' seconds (sorted), their
+  least CPU seconds, the margins (n, K) in input order and the number of compiled shapes."""
+  plan_s, one_pass, shapes = prepare_certification(model, space, sentences, labels, vocab,
+                                                   batch_size, slots, workers)
+  passes = [one_pass() for _ in range(1 + repeats)]
+  later = passes[1:]
+  return (plan_s, passes[0][0], sorted(p[0] for p in later), min(p[1] for p in later),
+          passes[-1][2], shapes)
+
+
+def sst2_setup(model_kind: str, sentences: int | None):
+  """(data, test tokens, labels, model, replacement slots) of the SST-2 measurements."""
+  data = prepare_lstm_data("sst2")
+  test = data.splits["test"]
+  model = LSTMClassifier(data.embeddings, hidden=100, bidirectional=model_kind == "bilstm",
+                         rngs=nnx.Rngs(0))
+  return (data, test.tokens[:sentences], test.labels[:sentences], model,
+          replacement_slots(data.synonyms))
+
+
+def sst2_line(model_kind: str, spec: str, n: int, batch_size: int, workers: int,
+              seconds: list[float], cpu_s: float, **measured) -> dict:
+  """The JSON line of one space: the best and median of the timed passes' ``seconds``."""
+  seconds = sorted(seconds)
+  return {"benchmark": "certify_sst2_test", "model": model_kind, "space": spec,
+          "sentences": n, "batch_size": batch_size, "workers": workers,
+          "sentences_per_s": round(n / seconds[0], 1),
+          "median_sentences_per_s": round(n / seconds[len(seconds) // 2], 1),
+          "cpu_sentences_per_s": round(n / cpu_s, 1), "seconds": round(seconds[0], 3),
+          **measured, "peak_memory_mib": round(peak_memory_mib()), "device": device(),
+          "outward_rounding": hasattr(interval, "round_outward"),
+          "load": revisions.load(),
+          "original_sentences_per_s": ORIGINAL_SENTENCES_PER_S.get(spec),
+          "speedup_vs_original": (round(n / seconds[0] / ORIGINAL_SENTENCES_PER_S[spec], 1)
+                                  if spec in ORIGINAL_SENTENCES_PER_S else None)}
 
 
 def sst2_lines(model_kind: str, specs, batch_size: int, sentences: int | None,
-               margins_dir: str | None, workers: int):
-  data = prepare_lstm_data("sst2")
-  test = data.splits["test"]
-  tokens, labels = test.tokens[:sentences], test.labels[:sentences]
-  model = LSTMClassifier(data.embeddings, hidden=100, bidirectional=model_kind == "bilstm",
-                         rngs=nnx.Rngs(0))
-  slots = replacement_slots(data.synonyms)
+               margins_dir: pathlib.Path | None, workers: int):
+  data, tokens, labels, model, slots = sst2_setup(model_kind, sentences)
   for spec in specs:
-    space = data_space(data, spec)
     plan_s, first_s, passes, cpu_s, margins, shapes = time_certification(
-        model, space, tokens, labels, data.vocab, batch_size, slots, workers)
+        model, data_space(data, spec), tokens, labels, data.vocab, batch_size, slots, workers)
     if margins_dir:
-      np.save(pathlib.Path(margins_dir) / f"{spec}.npy", margins)
-    n, steady_s = len(tokens), passes[0]
-    yield {"benchmark": "certify_sst2_test", "model": model_kind, "space": spec,
-           "sentences": n, "batch_size": batch_size, "workers": workers,
-           "sentences_per_s": round(n / steady_s, 1),
-           "median_sentences_per_s": round(n / passes[len(passes) // 2], 1),
-           "cpu_sentences_per_s": round(n / cpu_s, 1),
-           "seconds": round(steady_s, 3), "compile_s": round(first_s - steady_s, 2),
-           "plan_s": round(plan_s, 2), "compiled_shapes": shapes,
-           "peak_memory_mib": round(peak_memory_mib()), "device": device(),
-           "outward_rounding": hasattr(interval, "round_outward"),
-           "load": revisions.load(),
-           "original_sentences_per_s": ORIGINAL_SENTENCES_PER_S.get(spec),
-           "speedup_vs_original": (round(n / steady_s / ORIGINAL_SENTENCES_PER_S[spec], 1)
-                                   if spec in ORIGINAL_SENTENCES_PER_S else None)}
+      np.save(margins_dir / f"{spec}.npy", margins)
+    yield sst2_line(model_kind, spec, len(tokens), batch_size, workers, passes, cpu_s,
+                    compile_s=round(first_s - passes[0], 2), plan_s=round(plan_s, 2),
+                    compiled_shapes=shapes)
+
+
+def serve(model_kind: str, specs, batch_size: int, sentences: int | None,
+          margins_dir: pathlib.Path, workers: int) -> None:
+  """The child of an interleaved run (``revisions.interleaved``): lowers and compiles every
+  space (one untimed pass each, whose margins it saves) and prints ``{"ready": true}``; then
+  certifies the space named on each line of stdin once and prints that pass's seconds and CPU
+  seconds; when stdin closes, prints each space's line over its passes."""
+  data, tokens, labels, model, slots = sst2_setup(model_kind, sentences)
+  run, setup, timed = {}, {}, {spec: [] for spec in specs}
+  for spec in specs:
+    plan_s, run[spec], shapes = prepare_certification(
+        model, data_space(data, spec), tokens, labels, data.vocab, batch_size, slots, workers)
+    first_s, _, margins = run[spec]()
+    np.save(margins_dir / f"{spec}.npy", margins)
+    setup[spec] = {"first_pass_s": round(first_s, 2), "plan_s": round(plan_s, 2),
+                   "compiled_shapes": shapes}
+  print(json.dumps({"ready": True}), flush=True)
+  for spec in map(str.strip, sys.stdin):
+    seconds, cpu_s, _ = run[spec]()
+    timed[spec].append((seconds, cpu_s))
+    print(json.dumps({"space": spec, "seconds": seconds, "cpu_seconds": cpu_s}), flush=True)
+  for spec, passes in timed.items():
+    print(json.dumps(sst2_line(model_kind, spec, len(tokens), batch_size, workers,
+                               [p[0] for p in passes], min(p[1] for p in passes),
+                               protocol="interleaved", **setup[spec])), flush=True)
 
 
 def long_reviews(count: int = 32, length: int = 500) -> list[tuple[str, ...]]:
@@ -205,8 +256,10 @@ def imdb_line(model_kind: str):
           "peak_rss_mib": round(peak_rss_mib()), "device": device()}
 
 
-def compare(lines: list[dict], baseline: str, margins_root: pathlib.Path) -> list[dict]:
-  """One line per space: best sentences/s of each revision, their ratio, the certificates."""
+def compare(lines: list[dict], baseline: str, margins_root: pathlib.Path,
+            passes: list[dict] = ()) -> list[dict]:
+  """One line per space: best sentences/s of each revision, their ratio, the certificates, and
+  from interleaved ``passes`` the median, least and largest of the paired ratios."""
   out = []
   for spec in dict.fromkeys(l["space"] for l in lines if l["benchmark"] == "certify_sst2_test"):
     best = {(rev, key): max(l[key] for l in lines
@@ -215,16 +268,27 @@ def compare(lines: list[dict], baseline: str, margins_root: pathlib.Path) -> lis
             for rev in (baseline, "current") for key in ("sentences_per_s", "cpu_sentences_per_s")}
     old, new = (np.load(margins_root / rev / f"{spec}.npy") for rev in (baseline, "current"))
     certified = lambda m: np.all(m >= 0, axis=1) & np.any(m > 0, axis=1)
-    out.append({"benchmark": "certify_compare", "space": spec,
-                **{f"{rev}_{key}": value for (rev, key), value in best.items()},
-                "ratio": round(best["current", "sentences_per_s"]
-                               / best[baseline, "sentences_per_s"], 2),
-                "cpu_ratio": round(best["current", "cpu_sentences_per_s"]
-                                   / best[baseline, "cpu_sentences_per_s"], 2),
-                "certified": [int(certified(old).sum()), int(certified(new).sum())],
-                "lost_certificates": int((certified(old) & ~certified(new)).sum()),
-                "loosest_margin_change": float((new - old).min()),
-                "load": revisions.load()})
+    line = {"benchmark": "certify_compare", "space": spec,
+            **{f"{rev}_{key}": value for (rev, key), value in best.items()},
+            "ratio": round(best["current", "sentences_per_s"]
+                           / best[baseline, "sentences_per_s"], 2),
+            "cpu_ratio": round(best["current", "cpu_sentences_per_s"]
+                               / best[baseline, "cpu_sentences_per_s"], 2),
+            "certified": [int(certified(old).sum()), int(certified(new).sum())],
+            "lost_certificates": int((certified(old) & ~certified(new)).sum()),
+            "loosest_margin_change": float((new - old).min()),
+            "load": revisions.load()}
+    paired = {}
+    for p in passes:
+      if p["space"] == spec:
+        paired.setdefault(p["pair"], {})[p["revision"]] = p
+    for key, name in (("seconds", "paired_ratio"), ("cpu_seconds", "paired_cpu_ratio")):
+      ratios = [p[baseline][key] / p["current"][key] for p in paired.values()]
+      if ratios:
+        line[name] = {"median": round(float(np.median(ratios)), 3),
+                      "min": round(min(ratios), 3), "max": round(max(ratios), 3),
+                      "pairs": len(ratios)}
+    out.append(line)
   return out
 
 
@@ -241,7 +305,11 @@ def main(argv=None):
                            " a baseline without it runs one at a time)")
   parser.add_argument("--baseline", help="a revision to measure side by side (e.g. 4046642)")
   parser.add_argument("--rounds", type=int, default=1, help="alternating runs per revision")
+  parser.add_argument("--pairs", type=int,
+                      help="with --baseline: both revisions compiled and kept alive, then this "
+                           "many timed passes of each, alternating (revisions.interleaved)")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--margins-dir", help=argparse.SUPPRESS)
   args, tree_args = parser.parse_known_args(argv)
   if args.model == "tree":
@@ -254,15 +322,24 @@ def main(argv=None):
     parser.error(f"unrecognized arguments: {' '.join(tree_args)}")
   if args.baseline:
     with tempfile.TemporaryDirectory() as margins_root:
-      lines = revisions.side_by_side(__file__, argv + ["--margins-dir", margins_root],
-                                     args.baseline, args.rounds)
-      for line in lines + compare(lines, args.baseline, pathlib.Path(margins_root)):
+      child_argv = argv + ["--margins-dir", margins_root]
+      if args.pairs:
+        passes, lines = revisions.interleaved(__file__, child_argv, args.baseline, args.pairs,
+                                              args.spaces)
+      else:
+        passes, lines = [], revisions.side_by_side(__file__, child_argv, args.baseline,
+                                                   args.rounds)
+      for line in ([{"benchmark": "certify_pass", **p} for p in passes] + lines
+                   + compare(lines, args.baseline, pathlib.Path(margins_root), passes)):
         print(json.dumps(line), flush=True)
     return
   margins_dir = None
   if args.margins_dir:
     margins_dir = pathlib.Path(args.margins_dir) / os.environ.get("ARC_JAX_REVISION", "current")
     margins_dir.mkdir(parents=True, exist_ok=True)
+  if args.serve:
+    return serve(args.model, args.spaces, args.batch_size or 32, args.sentences, margins_dir,
+                 args.workers or concurrent_calls())
   for line in sst2_lines(args.model, args.spaces, args.batch_size or 32, args.sentences,
                          margins_dir, args.workers or concurrent_calls()):
     print(json.dumps(line), flush=True)

@@ -4,6 +4,7 @@
 benchmark's own measuring code twice per round, as a subprocess with ``PYTHONPATH`` pointing at
 REV and at this checkout in turn (same interpreter, same flags, same load), so a speed-up is a
 ratio measured in one run. The measuring code must use only APIs both revisions have.
+:func:`interleaved` goes further: both revisions stay alive and alternate pass by pass.
 """
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ def checkout(rev: str):
     path.parent.rmdir()
 
 
+def _child_env(code_root: pathlib.Path, label: str) -> dict:
+  return dict(os.environ, PYTHONPATH=str(code_root), ARC_JAX_REVISION=label)
+
+
 def run_child(script: str, args: list[str], code_root: pathlib.Path, label: str) -> list[dict]:
   """Runs ``script args --child`` importing ``arc_jax`` from ``code_root``; its JSON lines."""
-  env = dict(os.environ, PYTHONPATH=str(code_root), ARC_JAX_REVISION=label)
-  proc = subprocess.run([sys.executable, script, *args, "--child"], env=env, check=True,
+  proc = subprocess.run([sys.executable, script, *args, "--child"],
+                        env=_child_env(code_root, label), check=True,
                         stdout=subprocess.PIPE, text=True)
   lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
   for line in lines:
@@ -54,6 +59,56 @@ def side_by_side(script: str, argv: list[str], baseline: str, rounds: int) -> li
       lines += run_child(script, args, base, baseline)
       lines += run_child(script, args, ROOT, "current")
   return lines
+
+
+def _json_line(proc: subprocess.Popen) -> dict:
+  """The child's next JSON line on stdout (other lines skipped)."""
+  for line in proc.stdout:
+    if line.startswith("{"):
+      return json.loads(line)
+  raise RuntimeError(f"the benchmark child {proc.args} ended (exit {proc.wait()}) mid-protocol")
+
+
+def interleaved(script: str, argv: list[str], baseline: str, pairs: int, items: list[str]
+                ) -> tuple[list[dict], list[dict]]:
+  """Timed passes of ``baseline`` and this checkout taken in alternation, both kept alive.
+
+  Each child (``script args --child --serve``) prepares and compiles everything, one child after
+  the other so neither compiles under the other's load, and prints ``{"ready": true}``. Then for
+  each of ``pairs`` rounds and each item the parent asks both children for one pass (the item on
+  a line of their stdin, one JSON line back), the revision that goes first flipping every round.
+  A ratio of two paired passes carries the machine's drift over seconds, not over the minutes
+  between two sequential runs (±15–20% on the shared 2-core machines). When their stdin closes,
+  the children print their result lines.
+
+  Returns (passes, results): every pass line with its ``revision`` and ``pair`` index, and the
+  children's closing lines with their ``revision``.
+  """
+  args = strip_flag(strip_flag(argv, "--baseline", True), "--pairs", True)
+  passes, results = [], []
+  with checkout(baseline) as base, contextlib.ExitStack() as stack:
+    children = {}
+    for label, root in ((baseline, base), ("current", ROOT)):
+      proc = stack.enter_context(subprocess.Popen(
+          [sys.executable, script, *args, "--child", "--serve"], env=_child_env(root, label),
+          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+      children[label] = proc
+      while not _json_line(proc).get("ready"):
+        pass
+    for pair in range(pairs):
+      for item in items:
+        for label in list(children)[::1 if pair % 2 == 0 else -1]:
+          proc = children[label]
+          proc.stdin.write(item + "\n")
+          proc.stdin.flush()
+          passes.append({**_json_line(proc), "revision": label, "pair": pair})
+    for label, proc in children.items():
+      proc.stdin.close()
+      results += [{**json.loads(line), "revision": label} for line in proc.stdout
+                  if line.startswith("{")]
+      if proc.wait():
+        raise subprocess.CalledProcessError(proc.returncode, proc.args)
+  return passes, results
 
 
 def strip_flag(argv: list[str], flag: str, takes_value: bool) -> list[str]:
