@@ -95,13 +95,22 @@ def load_run(workdir, checkpoint: str = "best"):
   Rebuilds the run's data and model from its ``config.json`` (the data files must be where
   training found them, see :mod:`arc_jax.data.paths`), then restores the checkpoint into them.
   """
+  model, experiment = load_experiment(workdir, checkpoint)
+  return model, experiment.data.vocab, experiment.space
+
+
+def load_experiment(workdir, checkpoint: str = "best", **overrides):
+  """``(model, experiment)``: :func:`load_run`'s model and the whole
+  :class:`~arc_jax.train.experiment.Experiment` of the run (its data splits, e.g.
+  ``experiment.examples("test")``, and space), with ``overrides`` replacing fields of its config
+  (e.g. ``space="[(Sub,2)]"`` to certify the model under another space)."""
   run = RunDirectory(workdir)
   config = run.config()
+  config.update(overrides)
   validate(config)
   experiment = build_experiment(config)
   params, _ = _restore(run, experiment, checkpoint, experiment.data_fingerprint())
-  model = nnx.merge(experiment.graphdef, params, experiment.rest)
-  return model, experiment.data.vocab, experiment.space
+  return nnx.merge(experiment.graphdef, params, experiment.rest), experiment
 
 
 def _entry(robust: np.ndarray, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:

@@ -6,15 +6,18 @@ consistency check CF ≤ EX ≤ HF ≤ Acc and the argument errors.
 
 import json
 
+import jax
 import numpy as np
 import pytest
 from experiment_scripts import load_script
+from flax import nnx
 
 import arc_jax
 from arc_jax import metrics as metric_registry
 from arc_jax.certify import certify
 from arc_jax.data import paths
-from arc_jax.evaluation import EvaluationError, _check, evaluate_run, results_path
+from arc_jax.evaluation import (EvaluationError, _check, evaluate_run, load_experiment,
+                                results_path)
 from arc_jax.metrics import _space_size
 from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
 
@@ -69,6 +72,11 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   scope = {"arc_jax": arc_jax, "certify": certify}
   exec(block.replace('"runs/arc"', repr(str(run))), scope)  # pylint: disable=exec-used
   assert scope["out"]["certified"].shape == (1,)
+  # The whole experiment, here under another space: the same model, the run's test split.
+  model, experiment = load_experiment(run, space="[(Sub,1)]")
+  assert experiment.space.signature.budgets == (1,)
+  assert len(experiment.examples("test")[0]) == 64
+  jax.tree.map(np.testing.assert_array_equal, nnx.state(model), nnx.state(arc_jax.load_run(run)[0]))
 
   assert evaluate.main(["--workdir", str(run), "--metrics", "ex", "--no-shortcut",
                         "--no-progress"]) == 0
