@@ -278,16 +278,10 @@ def compare(lines: list[dict], baseline: str, margins_root: pathlib.Path,
             "lost_certificates": int((certified(old) & ~certified(new)).sum()),
             "loosest_margin_change": float((new - old).min()),
             "load": revisions.load()}
-    paired = {}
-    for p in passes:
-      if p["space"] == spec:
-        paired.setdefault(p["pair"], {})[p["revision"]] = p
-    for key, name in (("seconds", "paired_ratio"), ("cpu_seconds", "paired_cpu_ratio")):
-      ratios = [p[baseline][key] / p["current"][key] for p in paired.values()]
-      if ratios:
-        line[name] = {"median": round(float(np.median(ratios)), 3),
-                      "min": round(min(ratios), 3), "max": round(max(ratios), 3),
-                      "pairs": len(ratios)}
+    timed = [p for p in passes if p["space"] == spec]
+    if timed:
+      line["paired_ratio"] = revisions.paired_ratios(timed, baseline)
+      line["paired_cpu_ratio"] = revisions.paired_ratios(timed, baseline, "cpu_seconds")
     out.append(line)
   return out
 

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,19 @@ def interleaved(script: str, argv: list[str], baseline: str, pairs: int, items: 
       if proc.wait():
         raise subprocess.CalledProcessError(proc.returncode, proc.args)
   return passes, results
+
+
+def paired_ratios(passes: list[dict], baseline: str, key: str = "seconds") -> dict | None:
+  """Median, least and largest of baseline ``key`` / current ``key`` over the pairs of
+  :func:`interleaved` passes (>1: the current revision is faster); None without passes."""
+  pairs = {}
+  for p in passes:
+    pairs.setdefault(p["pair"], {})[p["revision"]] = p[key]
+  ratios = [p[baseline] / p["current"] for p in pairs.values()]
+  if not ratios:
+    return None
+  return {"median": round(float(statistics.median(ratios)), 3), "min": round(min(ratios), 3),
+          "max": round(max(ratios), 3), "pairs": len(ratios)}
 
 
 def strip_flag(argv: list[str], flag: str, takes_value: bool) -> list[str]:

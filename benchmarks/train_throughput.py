@@ -16,10 +16,12 @@ to build the epoch's batches (each row's DP shape, the batch order, every batch'
 training loop pays it beside the steps.
 
     python benchmarks/train_throughput.py [--model lstm|bilstm|tree] [--row del2sub2]
-        [--batches N] [--baseline REV [--rounds R]]
+        [--batches N] [--baseline REV [--rounds R | --pairs P]]
 
 ``--baseline REV`` measures REV and this checkout side by side (benchmarks/revisions.py) and
-adds a ``train_compare`` line: the ratio of steps/s and the largest loss difference.
+adds a ``train_compare`` line: the ratio of steps/s and the largest loss difference; with
+``--pairs P`` both stay compiled and alternate P timed passes each, and the line adds the median
+and range of the paired ratios (``revisions.interleaved``).
 ``cpu_steps_per_s`` divides by the process's CPU time instead of the wall time: on a shared,
 overloaded machine it is the steadier measure (``cpu_ratio``).
 """
@@ -86,7 +88,11 @@ def timed_list(batches) -> tuple[list, float]:
   return list(batches), time.perf_counter() - tic
 
 
-def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
+def prepare(model: str, row: str, num_batches: int):
+  """(one_pass, describe): a function that runs the training steps of the first
+  ``num_batches`` batches once from the initial state and returns (seconds, CPU seconds), and
+  one that makes the result line from the first (compiling) pass's seconds and the timed
+  passes' (seconds, CPU seconds)."""
   config = load_config(model, row)
   exp = build_experiment(config)
   lam = float(config.lambda_max)
@@ -128,34 +134,56 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
     jax.block_until_ready(totals)
     return time.perf_counter() - tic, time.process_time() - cpu
 
-  compile_s, _ = one_pass()
-  runs = [one_pass() for _ in range(repeats)]
-  seconds = sorted(wall for wall, _ in runs)
-  cpu_seconds = min(cpu for _, cpu in runs)
-  step_s = seconds[0] / len(batches)
   full_grid = exp.space.signature.grid
   measured_work = np.mean([work(b, full_grid) for b in epoch[:num_batches]])
   epoch_work = np.mean([work(b, full_grid) for b in epoch])
-  d = jax.devices()[0]
-  return {"benchmark": "arc_train_steps", "model": model, "space": config.space,
-          "batch_size": config.batch_size, "batches": len(batches),
-          "steps_per_s": round(1 / step_s, 3),
-          "median_steps_per_s": round(len(batches) / seconds[len(seconds) // 2], 3),
-          "cpu_steps_per_s": round(len(batches) / cpu_seconds, 3),
-          "epoch_batches": len(epoch),
-          "epoch_s_estimate": round(len(epoch) * step_s * epoch_work / measured_work, 1),
-          "measured_work_share": round(float(measured_work / epoch_work), 3),
-          "host_epoch_s": round(host_s, 1),
-          "shapes": len({(width(b), grid(b), word_table(b)) for b in epoch}),
-          "first_pass_s": round(compile_s, 1), "losses": losses,
-          "device": f"{d.platform}:{d.device_kind} x{jax.device_count()}",
-          # Revisions with interval.UNROUNDED train on unrounded bounds (certify with rounding).
-          "training_rounds_outward": (hasattr(interval, "round_outward")
-                                      and not hasattr(interval, "UNROUNDED")),
-          "load": revisions.load()}
+
+  def describe(compile_s: float, runs: list[tuple[float, float]]) -> dict:
+    seconds = sorted(wall for wall, _ in runs)
+    cpu_seconds = min(cpu for _, cpu in runs)
+    step_s = seconds[0] / len(batches)
+    d = jax.devices()[0]
+    return {"benchmark": "arc_train_steps", "model": model, "space": config.space,
+            "batch_size": config.batch_size, "batches": len(batches),
+            "steps_per_s": round(1 / step_s, 3),
+            "median_steps_per_s": round(len(batches) / seconds[len(seconds) // 2], 3),
+            "cpu_steps_per_s": round(len(batches) / cpu_seconds, 3),
+            "epoch_batches": len(epoch),
+            "epoch_s_estimate": round(len(epoch) * step_s * epoch_work / measured_work, 1),
+            "measured_work_share": round(float(measured_work / epoch_work), 3),
+            "host_epoch_s": round(host_s, 1),
+            "shapes": len({(width(b), grid(b), word_table(b)) for b in epoch}),
+            "first_pass_s": round(compile_s, 1), "losses": losses,
+            "device": f"{d.platform}:{d.device_kind} x{jax.device_count()}",
+            # Revisions with interval.UNROUNDED train on unrounded bounds (certify with rounding).
+            "training_rounds_outward": (hasattr(interval, "round_outward")
+                                        and not hasattr(interval, "UNROUNDED")),
+            "load": revisions.load()}
+
+  return one_pass, describe
 
 
-def compare(lines: list[dict], baseline: str) -> dict:
+def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
+  one_pass, describe = prepare(model, row, num_batches)
+  compile_s, _ = one_pass()
+  return describe(compile_s, [one_pass() for _ in range(repeats)])
+
+
+def serve(model: str, row: str, num_batches: int) -> None:
+  """The child of an interleaved run (``revisions.interleaved``): compiles, prints
+  ``{"ready": true}``, then times one pass per line of stdin and prints its seconds; when stdin
+  closes, prints the result line over those passes."""
+  one_pass, describe = prepare(model, row, num_batches)
+  compile_s, _ = one_pass()
+  print(json.dumps({"ready": True}), flush=True)
+  runs = []
+  for _ in sys.stdin:
+    runs.append(one_pass())
+    print(json.dumps({"seconds": runs[-1][0], "cpu_seconds": runs[-1][1]}), flush=True)
+  print(json.dumps(describe(compile_s, runs)), flush=True)
+
+
+def compare(lines: list[dict], baseline: str, passes: list[dict] = ()) -> dict:
   best = {(rev, key): max(l[key] for l in lines if l["revision"] == rev)
           for rev in (baseline, "current") for key in ("steps_per_s", "cpu_steps_per_s")}
   first = {rev: next(l for l in lines if l["revision"] == rev) for rev in (baseline, "current")}
@@ -172,6 +200,9 @@ def compare(lines: list[dict], baseline: str) -> dict:
           "losses": [first[baseline]["losses"], first["current"]["losses"]],
           "largest_loss_difference": float(np.max(np.abs(
               np.subtract(first[baseline]["losses"], first["current"]["losses"])))),
+          **({"paired_ratio": revisions.paired_ratios(passes, baseline),
+              "paired_cpu_ratio": revisions.paired_ratios(passes, baseline, "cpu_seconds")}
+             if passes else {}),
           "load": revisions.load()}
 
 
@@ -184,13 +215,24 @@ def main(argv=None):
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--baseline", help="a revision to measure side by side (e.g. 4046642)")
   parser.add_argument("--rounds", type=int, default=1, help="alternating runs per revision")
+  parser.add_argument("--pairs", type=int,
+                      help="with --baseline: both revisions compiled and kept alive, then this "
+                           "many timed passes of each, alternating (revisions.interleaved)")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.baseline:
-    lines = revisions.side_by_side(__file__, argv, args.baseline, args.rounds)
-    for line in lines + [compare(lines, args.baseline)]:
+    if args.pairs:
+      passes, lines = revisions.interleaved(__file__, argv, args.baseline, args.pairs,
+                                            [args.row])
+    else:
+      passes, lines = [], revisions.side_by_side(__file__, argv, args.baseline, args.rounds)
+    for line in ([{"benchmark": "train_pass", **p} for p in passes] + lines
+                 + [compare(lines, args.baseline, passes)]):
       print(json.dumps(line), flush=True)
     return
+  if args.serve:
+    return serve(args.model, args.row, args.batches)
   print(json.dumps(measure(args.model, args.row, args.batches, args.repeats)), flush=True)
 
 
