@@ -196,11 +196,11 @@ def sst2_lines(model_kind: str, specs, batch_size: int, sentences: int | None,
 def serve(model_kind: str, specs, batch_size: int, sentences: int | None,
           margins_dir: pathlib.Path, workers: int) -> None:
   """The child of an interleaved run (``revisions.interleaved``): lowers and compiles every
-  space (one untimed pass each, whose margins it saves) and prints ``{"ready": true}``; then
-  certifies the space named on each line of stdin once and prints that pass's seconds and CPU
-  seconds; when stdin closes, prints each space's line over its passes."""
+  space (one untimed pass each, whose margins it saves), then certifies a space per line of
+  stdin (``revisions.serve_passes``); when stdin closes, prints each space's line over its
+  passes."""
   data, tokens, labels, model, slots = sst2_setup(model_kind, sentences)
-  run, setup, timed = {}, {}, {spec: [] for spec in specs}
+  run, setup = {}, {}
   for spec in specs:
     plan_s, run[spec], shapes = prepare_certification(
         model, data_space(data, spec), tokens, labels, data.vocab, batch_size, slots, workers)
@@ -208,11 +208,7 @@ def serve(model_kind: str, specs, batch_size: int, sentences: int | None,
     np.save(margins_dir / f"{spec}.npy", margins)
     setup[spec] = {"first_pass_s": round(first_s, 2), "plan_s": round(plan_s, 2),
                    "compiled_shapes": shapes}
-  print(json.dumps({"ready": True}), flush=True)
-  for spec in map(str.strip, sys.stdin):
-    seconds, cpu_s, _ = run[spec]()
-    timed[spec].append((seconds, cpu_s))
-    print(json.dumps({"space": spec, "seconds": seconds, "cpu_seconds": cpu_s}), flush=True)
+  timed = revisions.serve_passes(lambda spec: run[spec]()[:2])
   for spec, passes in timed.items():
     print(json.dumps(sst2_line(model_kind, spec, len(tokens), batch_size, workers,
                                [p[0] for p in passes], min(p[1] for p in passes),
@@ -278,10 +274,7 @@ def compare(lines: list[dict], baseline: str, margins_root: pathlib.Path,
             "lost_certificates": int((certified(old) & ~certified(new)).sum()),
             "loosest_margin_change": float((new - old).min()),
             "load": revisions.load()}
-    timed = [p for p in passes if p["space"] == spec]
-    if timed:
-      line["paired_ratio"] = revisions.paired_ratios(timed, baseline)
-      line["paired_cpu_ratio"] = revisions.paired_ratios(timed, baseline, "cpu_seconds")
+    line.update(revisions.paired_ratios([p for p in passes if p["item"] == spec], baseline))
     out.append(line)
   return out
 

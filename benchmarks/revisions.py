@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -82,8 +83,9 @@ def interleaved(script: str, argv: list[str], baseline: str, pairs: int, items: 
   between two sequential runs (±15–20% on the shared 2-core machines). When their stdin closes,
   the children print their result lines.
 
-  Returns (passes, results): every pass line with its ``revision`` and ``pair`` index, and the
-  children's closing lines with their ``revision``.
+  Returns (passes, results): every pass line with its ``item``, ``revision`` and ``pair`` index,
+  and the children's closing lines with their ``revision``. The child side is
+  :func:`serve_passes`.
   """
   args = strip_flag(strip_flag(argv, "--baseline", True), "--pairs", True)
   passes, results = [], []
@@ -102,7 +104,7 @@ def interleaved(script: str, argv: list[str], baseline: str, pairs: int, items: 
           proc = children[label]
           proc.stdin.write(item + "\n")
           proc.stdin.flush()
-          passes.append({**_json_line(proc), "revision": label, "pair": pair})
+          passes.append({**_json_line(proc), "item": item, "revision": label, "pair": pair})
     for label, proc in children.items():
       proc.stdin.close()
       results += [{**json.loads(line), "revision": label} for line in proc.stdout
@@ -112,17 +114,34 @@ def interleaved(script: str, argv: list[str], baseline: str, pairs: int, items: 
   return passes, results
 
 
-def paired_ratios(passes: list[dict], baseline: str, key: str = "seconds") -> dict | None:
-  """Median, least and largest of baseline ``key`` / current ``key`` over the pairs of
-  :func:`interleaved` passes (>1: the current revision is faster); None without passes."""
-  pairs = {}
-  for p in passes:
-    pairs.setdefault(p["pair"], {})[p["revision"]] = p[key]
-  ratios = [p[baseline] / p["current"] for p in pairs.values()]
-  if not ratios:
-    return None
-  return {"median": round(float(statistics.median(ratios)), 3), "min": round(min(ratios), 3),
-          "max": round(max(ratios), 3), "pairs": len(ratios)}
+def serve_passes(run: Callable[[str], tuple[float, float]]) -> dict[str, list[tuple[float, float]]]:
+  """The child side of :func:`interleaved`, once it has compiled: prints ``{"ready": true}``,
+  then for each line of stdin (an item) runs ``run(item)`` and prints its (seconds, CPU seconds)
+  as one JSON line; when stdin closes, returns every item's passes in order."""
+  print(json.dumps({"ready": True}), flush=True)
+  timed = {}
+  for item in map(str.strip, sys.stdin):
+    seconds, cpu_seconds = run(item)
+    timed.setdefault(item, []).append((seconds, cpu_seconds))
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds}), flush=True)
+  return timed
+
+
+def paired_ratios(passes: list[dict], baseline: str) -> dict:
+  """``paired_ratio`` and ``paired_cpu_ratio``: median, least and largest of the baseline's
+  seconds (CPU seconds) over the current revision's, over the pairs of :func:`interleaved`
+  ``passes`` (>1: the current revision is faster); empty without passes."""
+  out = {}
+  for key, name in (("seconds", "paired_ratio"), ("cpu_seconds", "paired_cpu_ratio")):
+    pairs = {}
+    for p in passes:
+      pairs.setdefault(p["pair"], {})[p["revision"]] = p[key]
+    ratios = [p[baseline] / p["current"] for p in pairs.values()]
+    if ratios:
+      out[name] = {"median": round(float(statistics.median(ratios)), 3),
+                   "min": round(min(ratios), 3), "max": round(max(ratios), 3),
+                   "pairs": len(ratios)}
+  return out
 
 
 def strip_flag(argv: list[str], flag: str, takes_value: bool) -> list[str]:

@@ -170,17 +170,13 @@ def measure(model: str, row: str, num_batches: int, repeats: int) -> dict:
 
 
 def serve(model: str, row: str, num_batches: int) -> None:
-  """The child of an interleaved run (``revisions.interleaved``): compiles, prints
-  ``{"ready": true}``, then times one pass per line of stdin and prints its seconds; when stdin
-  closes, prints the result line over those passes."""
+  """The child of an interleaved run (``revisions.interleaved``): compiles, times one pass per
+  line of stdin (``revisions.serve_passes``), then prints the result line over those passes."""
   one_pass, describe = prepare(model, row, num_batches)
   compile_s, _ = one_pass()
-  print(json.dumps({"ready": True}), flush=True)
-  runs = []
-  for _ in sys.stdin:
-    runs.append(one_pass())
-    print(json.dumps({"seconds": runs[-1][0], "cpu_seconds": runs[-1][1]}), flush=True)
-  print(json.dumps(describe(compile_s, runs)), flush=True)
+  timed = revisions.serve_passes(lambda _: one_pass())
+  print(json.dumps(describe(compile_s, [p for passes in timed.values() for p in passes])),
+        flush=True)
 
 
 def compare(lines: list[dict], baseline: str, passes: list[dict] = ()) -> dict:
@@ -200,9 +196,7 @@ def compare(lines: list[dict], baseline: str, passes: list[dict] = ()) -> dict:
           "losses": [first[baseline]["losses"], first["current"]["losses"]],
           "largest_loss_difference": float(np.max(np.abs(
               np.subtract(first[baseline]["losses"], first["current"]["losses"])))),
-          **({"paired_ratio": revisions.paired_ratios(passes, baseline),
-              "paired_cpu_ratio": revisions.paired_ratios(passes, baseline, "cpu_seconds")}
-             if passes else {}),
+          **revisions.paired_ratios(passes, baseline),
           "load": revisions.load()}
 
 
