@@ -59,8 +59,10 @@ class EvaluationError(RuntimeError):
   """The numbers are inconsistent (CF ≤ EX ≤ HF ≤ Acc fails) or a certificate failed its audit."""
 
 
-def _restore(run: RunDirectory, experiment, which: str, fingerprint: dict):
-  """(params, meta) of the run's ``"best"`` or ``"latest"`` checkpoint.
+def restore_params(run: RunDirectory, experiment, which: str, fingerprint: dict):
+  """(params, meta) of the run's ``"best"`` or ``"latest"`` checkpoint, for the model of
+  ``experiment`` (:func:`~arc_jax.train.experiment.build_experiment` of the run's config); meta
+  holds the checkpoint's ``step`` and ``epoch``.
 
   A folder without Orbax checkpoints that holds an exported model (``model/``, as the runs kept
   in ``results/``, :mod:`arc_jax.train.export`) gives its exported best parameters, if it was
@@ -109,7 +111,7 @@ def load_experiment(workdir, checkpoint: str = "best", **overrides):
   config.update(overrides)
   validate(config)
   experiment = build_experiment(config)
-  params, _ = _restore(run, experiment, checkpoint, experiment.data_fingerprint())
+  params, _ = restore_params(run, experiment, checkpoint, experiment.data_fingerprint())
   return nnx.merge(experiment.graphdef, params, experiment.rest), experiment
 
 
@@ -212,7 +214,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   if any(config[k] != v for k, v in own_lexicon.items()):
     fingerprint = data_fingerprint(experiment.family.prepare_data(
         ml_collections.ConfigDict({**config.to_dict(), **own_lexicon})))
-  params, meta = _restore(run, experiment, checkpoint, fingerprint)
+  params, meta = restore_params(run, experiment, checkpoint, fingerprint)
   context = metric_registry.Context(
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,

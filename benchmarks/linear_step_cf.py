@@ -27,7 +27,7 @@ from flax import nnx
 from arc_jax import interval
 from arc_jax.certify.api import certification_order, certify_jit
 from arc_jax.data.paths import data_folder
-from arc_jax.evaluation import _restore
+from arc_jax.evaluation import restore_params
 from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.perturbation.plans import reachable_signature
 from arc_jax.train.checkpoints import RunDirectory
@@ -51,7 +51,7 @@ def main() -> None:
   config.data_dir = str(data_folder(None))
   spec = args.space or config.space
   experiment = build_experiment(config)
-  params, _ = _restore(run, experiment, "best", experiment.data_fingerprint())
+  params, _ = restore_params(run, experiment, "best", experiment.data_fingerprint())
   graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
   test = experiment.splits["test"]
   n = len(test) if args.first is None else min(args.first, len(test))

@@ -1,10 +1,10 @@
 """Certified accuracy of a trained Tree-LSTM run under both joins of the tree DP.
 
-Restores a run's best checkpoint and certifies a split (default test, the run's space) twice:
-with the merge joining the splits of a slot after the cell (``join="after_cell"``, ours) and
-before it (``"before_cell"``, the original's), then prints one JSON line with both CF Acc, their
-difference in points, and how many trees only one of them certifies (``before_cell`` alone must be
-0: its boxes contain ours). Seconds include compilation.
+Restores a run's best checkpoint (or the kept model of a ``results/`` folder) and certifies a
+split (default test, the run's space) twice: with the merge joining the splits of a slot after the
+cell (``join="after_cell"``, ours) and before it (``"before_cell"``, the original's), then prints
+one JSON line with both CF Acc, their difference in points, and how many trees only one of them
+certifies (``before_cell`` alone must be 0: its boxes contain ours). Seconds include compilation.
 
     python benchmarks/tree_join_variants.py --workdir RUN [--split test]
 """
@@ -19,7 +19,8 @@ import time
 import numpy as np
 
 from arc_jax.certify.tree_dp import JOINS
-from arc_jax.train import Checkpoints, RunDirectory, build_experiment, evaluate_split, make_eval_step
+from arc_jax.evaluation import restore_params
+from arc_jax.train import RunDirectory, build_experiment, evaluate_split, make_eval_step
 from arc_jax.train.objectives import certify_rows
 
 
@@ -33,11 +34,7 @@ def main(argv=None) -> int:
   if config.model != "tree_lstm":
     parser.error(f"{args.workdir} is a {config.model!r} run; the joins are the Tree-LSTM DP's.")
   experiment = build_experiment(config)
-  checkpoints = Checkpoints(run.path, read_only=True)
-  try:
-    params, meta = checkpoints.restore_best(experiment.params)
-  finally:
-    checkpoints.close()
+  params, meta = restore_params(run, experiment, "best", experiment.data_fingerprint())
   mesh = experiment.mesh
   signature = experiment.space.signature
   certified, line = {}, {"benchmark": "tree_join_variants", "run": str(run.path),

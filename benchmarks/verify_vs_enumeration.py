@@ -24,7 +24,7 @@ from flax import nnx
 
 from arc_jax.attacks import exhaustive_robustness
 from arc_jax.certify import certify
-from arc_jax.evaluation import _restore
+from arc_jax.evaluation import restore_params
 from arc_jax.nn import predict
 from arc_jax.train.checkpoints import RunDirectory
 from arc_jax.train.experiment import build_experiment
@@ -51,7 +51,7 @@ def main() -> None:
   if args.space:
     config.space = args.space
   experiment = build_experiment(config)
-  params, _ = _restore(run, experiment, "best", experiment.data_fingerprint())
+  params, _ = restore_params(run, experiment, "best", experiment.data_fingerprint())
   graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
   test = experiment.splits["test"]
   sentences, labels = test.tokens[:args.limit], np.asarray(test.labels[:args.limit])
