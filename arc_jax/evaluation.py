@@ -101,17 +101,26 @@ def load_run(workdir, checkpoint: str = "best"):
   return model, experiment.data.vocab, experiment.space
 
 
-def load_experiment(workdir, checkpoint: str = "best", **overrides):
-  """``(model, experiment)``: :func:`load_run`'s model and the whole
-  :class:`~arc_jax.train.experiment.Experiment` of the run (its data splits, e.g.
-  ``experiment.examples("test")``, and space), with ``overrides`` replacing fields of its config
-  (e.g. ``space="[(Sub,2)]"`` to certify the model under another space)."""
+def restore_run(workdir, checkpoint: str = "best", **overrides):
+  """``(params, meta, experiment)`` of a run directory: the whole
+  :class:`~arc_jax.train.experiment.Experiment` rebuilt from its ``config.json``, with
+  ``overrides`` replacing fields of the config (e.g. ``space="[(Sub,2)]"`` to certify the model
+  under another space), and the parameters and meta of its ``checkpoint``
+  (:func:`restore_params`)."""
   run = RunDirectory(workdir)
   config = run.config()
   config.update(overrides)
   validate(config)
   experiment = build_experiment(config)
-  params, _ = restore_params(run, experiment, checkpoint, experiment.data_fingerprint())
+  params, meta = restore_params(run, experiment, checkpoint, experiment.data_fingerprint())
+  return params, meta, experiment
+
+
+def load_experiment(workdir, checkpoint: str = "best", **overrides):
+  """``(model, experiment)``: :func:`load_run`'s model and the whole
+  :class:`~arc_jax.train.experiment.Experiment` of the run (its data splits, e.g.
+  ``experiment.examples("test")``, and space), as :func:`restore_run` makes them."""
+  params, _, experiment = restore_run(workdir, checkpoint, **overrides)
   return nnx.merge(experiment.graphdef, params, experiment.rest), experiment
 
 

@@ -27,11 +27,9 @@ from flax import nnx
 from arc_jax import interval
 from arc_jax.certify.api import certification_order, certify_jit
 from arc_jax.data.paths import data_folder
-from arc_jax.evaluation import restore_params
+from arc_jax.evaluation import restore_run
 from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.perturbation.plans import reachable_signature
-from arc_jax.train.checkpoints import RunDirectory
-from arc_jax.train.experiment import build_experiment
 
 DOMAINS = {"interval": interval.SOUND, "linear_step": LINEAR_STEP}
 BATCH = 32
@@ -46,12 +44,9 @@ def main() -> None:
   parser.add_argument("--rounds", type=int, default=2)
   args = parser.parse_args()
 
-  run = RunDirectory(args.workdir)
-  config = run.config()
-  config.data_dir = str(data_folder(None))
+  params, _, experiment = restore_run(args.workdir, data_dir=str(data_folder(None)))
+  config = experiment.config
   spec = args.space or config.space
-  experiment = build_experiment(config)
-  params, _ = restore_params(run, experiment, "best", experiment.data_fingerprint())
   graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
   test = experiment.splits["test"]
   n = len(test) if args.first is None else min(args.first, len(test))

@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 from arc_jax.certify.tree_dp import JOINS
-from arc_jax.evaluation import restore_params
-from arc_jax.train import RunDirectory, build_experiment, evaluate_split, make_eval_step
+from arc_jax.evaluation import restore_run
+from arc_jax.train import RunDirectory, evaluate_split, make_eval_step
 from arc_jax.train.objectives import certify_rows
 
 
@@ -29,15 +29,14 @@ def main(argv=None) -> int:
   parser.add_argument("--workdir", required=True, help="a Tree-LSTM run directory")
   parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
   args = parser.parse_args(argv)
-  run = RunDirectory(args.workdir)
-  config = run.config()
-  if config.model != "tree_lstm":
-    parser.error(f"{args.workdir} is a {config.model!r} run; the joins are the Tree-LSTM DP's.")
-  experiment = build_experiment(config)
-  params, meta = restore_params(run, experiment, "best", experiment.data_fingerprint())
+  model = RunDirectory(args.workdir).config().model
+  if model != "tree_lstm":
+    parser.error(f"{args.workdir} is a {model!r} run; the joins are the Tree-LSTM DP's.")
+  params, meta, experiment = restore_run(args.workdir)
+  config = experiment.config
   mesh = experiment.mesh
   signature = experiment.space.signature
-  certified, line = {}, {"benchmark": "tree_join_variants", "run": str(run.path),
+  certified, line = {}, {"benchmark": "tree_join_variants", "run": args.workdir,
                          "step": meta["step"], "split": args.split, "space": config.space,
                          "trees": len(experiment.splits[args.split])}
   for join in JOINS:

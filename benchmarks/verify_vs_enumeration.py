@@ -24,10 +24,8 @@ from flax import nnx
 
 from arc_jax.attacks import exhaustive_robustness
 from arc_jax.certify import certify
-from arc_jax.evaluation import restore_params
+from arc_jax.evaluation import restore_run
 from arc_jax.nn import predict
-from arc_jax.train.checkpoints import RunDirectory
-from arc_jax.train.experiment import build_experiment
 from arc_jax.verify import NOT_ROBUST, ROBUST, UNKNOWN, WINDOW_RULES, verify
 from linear_step_cf import DOMAINS
 
@@ -46,12 +44,8 @@ def main() -> None:
                       help="the verifier's certification domain (EX's shortcut stays interval)")
   args = parser.parse_args()
 
-  run = RunDirectory(args.workdir)
-  config = run.config()
-  if args.space:
-    config.space = args.space
-  experiment = build_experiment(config)
-  params, _ = restore_params(run, experiment, "best", experiment.data_fingerprint())
+  params, _, experiment = restore_run(args.workdir, **({"space": args.space} if args.space else {}))
+  config = experiment.config
   graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
   test = experiment.splits["test"]
   sentences, labels = test.tokens[:args.limit], np.asarray(test.labels[:args.limit])
@@ -64,7 +58,7 @@ def main() -> None:
                   max_nodes=args.max_nodes, min_replacement_slots=slots,
                   domain=DOMAINS[args.domain])
   verify_s = time.perf_counter() - tic
-  out = {"benchmark": "verify_vs_enumeration", "run": str(run.path), "space": config.space,
+  out = {"benchmark": "verify_vs_enumeration", "run": args.workdir, "space": config.space,
          "sentences": len(sentences), "domain": args.domain, "window_rule": args.window_rule,
          "blocks": args.blocks,
          "enumerate_below": args.enumerate_below, "max_nodes": args.max_nodes,
