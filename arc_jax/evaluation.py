@@ -24,7 +24,9 @@ HotFlip search, at the root).
 Every evaluation also reports the size of S(x) per example (``space_size``: max, median and mean
 over the split of the number of application choices, ``Space.count`` / ``TreeSpace.count``), and
 may be limited to the first N examples of the split (``first``), which its results and file
-name record.
+name record. With ``resume`` an exhaustive search (hours for Tree-LSTMs under Ins) keeps what it
+has decided in a file and resumes from there after a stop (``experiments/evaluate.py`` does so by
+default).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import jax
 import ml_collections
 import numpy as np
 from flax import nnx
@@ -44,6 +47,7 @@ from jax.sharding import Mesh
 
 from arc_jax import metrics as metric_registry
 from arc_jax import parallel
+from arc_jax.attacks import Journal
 from arc_jax.data.paths import data_folder
 from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
@@ -137,7 +141,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                  checkpoint: str = "best", synonyms: str | None = None,
                  max_candidates: int | None = None, exhaustive_batch_size: int = 256,
                  beam: int = 5, first: int | None = None, progress: bool = True,
-                 mesh: Mesh | None = None, exact_max_nodes: int = 4096) -> dict[str, Any]:
+                 mesh: Mesh | None = None, exact_max_nodes: int = 4096,
+                 resume: bool = False) -> dict[str, Any]:
   """Evaluates a run's checkpoint; returns the JSON-ready results.
 
   Args:
@@ -162,6 +167,11 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     mesh: the data mesh; default all devices.
     exact_max_nodes: sub-spaces the ``exact`` search may certify per example before it
       reports the example unknown.
+    resume: ``ex`` writes each example to ``<results file>.progress.jsonl`` (next to
+      :func:`results_path`) as soon as it is decided, and an evaluation with the same
+      settings that stopped before the end (SIGTERM, a kill) is resumed from there
+      (:mod:`arc_jax.attacks.journal`); the file is removed once every metric is computed.
+      Single-process runs only (with several processes it is ignored).
 
   Raises:
     EvaluationError: CF ≤ EX ≤ HF ≤ Acc fails (per example, over the metrics computed), or
@@ -224,24 +234,34 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     fingerprint = data_fingerprint(experiment.family.prepare_data(
         ml_collections.ConfigDict({**config.to_dict(), **own_lexicon})))
   params, meta = restore_params(run, experiment, checkpoint, fingerprint)
-  context = metric_registry.Context(
-      experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
-      exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
-      progress=progress)
   results: dict[str, Any] = {
       "run": str(run.path), "name": config.name, "model": config.model,
       "checkpoint": {"which": checkpoint, "step": meta["step"],
                      **({"epoch": meta["epoch"]} if "epoch" in meta else {})},
       "split": split, "space": config.space, "synonyms": config.synonyms,
       "max_candidates": config.max_candidates, "first": first,
-      "examples": len(experiment.splits[split]),
-      **{key: summary(context) for key, summary in metric_registry.SUMMARIES.items()},
-      "devices": mesh.size, "metrics": {}}
-  for name in metric_registry.with_needs(metrics):
+      "examples": len(experiment.splits[split])}
+  names = metric_registry.with_needs(metrics)
+  journal = None
+  if resume and "ex" in names and jax.process_count() == 1:
+    path = results_path(workdir, {**results, "metrics": dict.fromkeys(names)}, shortcut)
+    journal = Journal(path.with_suffix(".progress.jsonl"), {
+        "run": str(run.path.absolute()), "checkpoint": results["checkpoint"],
+        "data": fingerprint, **{k: results[k] for k in (
+            "split", "space", "synonyms", "max_candidates", "first")}})
+  context = metric_registry.Context(
+      experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
+      exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
+      progress=progress, journal=journal)
+  results.update({key: summary(context) for key, summary in metric_registry.SUMMARIES.items()},
+                 devices=mesh.size, metrics={})
+  for name in names:
     tic = time.perf_counter()
     outcome = metric_registry.REGISTRY[name].compute(context)
     context.flags.update({name: outcome.robust, **outcome.flags})
     results["metrics"][name] = _entry(outcome.robust, time.perf_counter() - tic, outcome.extra)
+  if journal is not None:
+    journal.remove()
   _check(results, context.flags)
   return results
 

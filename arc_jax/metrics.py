@@ -28,6 +28,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import parallel
+from arc_jax.attacks import Journal
 from arc_jax.data import num_batches
 from arc_jax.train.objectives import certify_rows, classify_rows
 from arc_jax.train.progress import eval_bar
@@ -53,6 +54,8 @@ class Context:
     exhaustive_batch_size: rows per predictor call in ``ex``.
     exact_max_nodes: sub-spaces ``exact`` may certify per example before it gives up.
     progress: progress bars.
+    journal: where ``ex`` keeps the examples it has decided, and resumes from
+      (:mod:`arc_jax.attacks.journal`); None: nothing is kept.
   """
   experiment: Experiment
   params: nnx.State
@@ -63,6 +66,7 @@ class Context:
   exhaustive_batch_size: int = 256
   exact_max_nodes: int = 4096
   progress: bool = True
+  journal: Journal | None = None
 
 
 class Outcome(NamedTuple):
@@ -119,15 +123,18 @@ def certified(context: Context) -> Outcome:
 def exhaustive(context: Context) -> Outcome:
   """``ex``: every string of S(x) is classified y (:mod:`arc_jax.attacks.exhaustive`);
   certified examples (``cf``) count without enumeration unless ``shortcut=False``, which
-  enumerates them too and lists every certified example with a misclassified member."""
+  enumerates them too and lists every certified example with a misclassified member. With a
+  ``context.journal`` a search stopped before the end resumes where it stopped (``resumed``:
+  the examples taken from it; ``seconds`` include the earlier parts)."""
   experiment = context.experiment
   ex = experiment.family.enumerate(experiment.placed(context.params), experiment.space,
                                    experiment.builder, *experiment.examples(context.split),
                                    context.flags["cf"], shortcut=context.shortcut,
                                    batch_size=context.exhaustive_batch_size,
-                                   progress=context.progress)
+                                   progress=context.progress, journal=context.journal)
   summary = ex.summary()
-  return Outcome(ex.robust, {"shortcut": context.shortcut,
+  return Outcome(ex.robust, {"seconds": ex.seconds, "shortcut": context.shortcut,
+                             "resumed": ex.resumed,
                              "enumerated": summary["num_enumerated"],
                              "members_evaluated": summary["members_evaluated"],
                              "audit_failures": summary["audit_failures"]})

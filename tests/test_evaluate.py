@@ -14,6 +14,7 @@ from flax import nnx
 
 import arc_jax
 from arc_jax import metrics as metric_registry
+from arc_jax.attacks import Journal
 from arc_jax.certify import certify
 from arc_jax.data import paths
 from arc_jax.evaluation import (EvaluationError, _check, evaluate_run, load_experiment,
@@ -65,6 +66,18 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   assert results["checkpoint"] == {"which": "best", "step": 8, "epoch": 0}
   assert results["empty_examples"]["indices"] == []
   assert results["first"] is None and results["space_size"]["max"] >= results["space_size"]["mean"] >= 1
+  # EX keeps its progress in a file that is gone once the results are in; a search that stops
+  # before that (here: the file is kept, as by a kill) is resumed from it by the next one.
+  assert metrics["ex"]["resumed"] == 0 and not list((run / "eval").glob("*.progress.jsonl"))
+  with monkeypatch.context() as patch:
+    patch.setattr(Journal, "remove", lambda self: None)
+    evaluate_run(run, metrics=["ex"], progress=False, resume=True)
+  progress = run / "eval" / "test_Del2Sub2_cf_ex.progress.jsonl"
+  assert len(progress.read_text().splitlines()) == 1 + 64
+  resumed = evaluate_run(run, metrics=["ex"], progress=False, resume=True)["metrics"]["ex"]
+  assert resumed["resumed"] == 64 and not progress.exists()
+  assert [resumed[k] for k in ("count", "members_evaluated")] == [
+      metrics["ex"][k] for k in ("count", "members_evaluated")]
 
   # The README's one-call loader, as the README writes it, on this run.
   from test_readme import section_blocks  # pylint: disable=import-outside-toplevel

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import jax
@@ -29,6 +30,7 @@ from tqdm.auto import tqdm
 
 from arc_jax.data.batching import make_batch
 from arc_jax.data.embeddings import check_vocabulary
+from arc_jax.attacks.journal import Decided, Journal, Member, digest, to_json
 from arc_jax.data.trees import Nested, Tree, from_nested, to_nested
 from arc_jax.perturbation.spaces import Space, Tokens
 from arc_jax.perturbation.trees import TreeBatch, TreeBatchBuilder, TreeSpace
@@ -38,15 +40,6 @@ PredictFn = Callable[[np.ndarray, np.ndarray], jax.Array]
 
 PredictTreeFn = Callable[[TreeBatch], jax.Array]
 """``predict_root_logits(batch) -> logits (B, K)`` of the root of every tree of the batch."""
-
-Member = Tokens | Nested
-"""A member of a perturbation space: a token tuple (strings) or nested pairs (trees)."""
-
-
-def _plain(x: Member):
-  """A member as JSON: a list of tokens, or nested lists of words for a tree."""
-  return x if isinstance(x, str) else [_plain(e) for e in x]
-
 
 @dataclasses.dataclass(frozen=True)
 class AuditFailure:
@@ -67,8 +60,8 @@ class AuditFailure:
   predicted: int
 
   def to_json(self) -> dict:
-    return {"index": self.index, "sentence": _plain(self.sentence), "label": self.label,
-            "member": _plain(self.member), "predicted": self.predicted}
+    return {"index": self.index, "sentence": to_json(self.sentence), "label": self.label,
+            "member": to_json(self.member), "predicted": self.predicted}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +84,8 @@ class ExhaustiveResult:
     counterexamples: per example, the first misclassified member found, or None if robust.
     audit_failures: certified examples with a misclassified member (see :class:`AuditFailure`).
     shortcut: whether certified examples were trusted without enumeration.
+    resumed: examples taken from an earlier search's journal (0 without one).
+    seconds: the search's running time, the earlier parts of a resumed search included.
   """
 
   correct: np.ndarray
@@ -101,6 +96,8 @@ class ExhaustiveResult:
   counterexamples: tuple[Member | None, ...]
   audit_failures: tuple[AuditFailure, ...]
   shortcut: bool
+  resumed: int = 0
+  seconds: float = 0.0
 
   @property
   def num_examples(self) -> int:
@@ -135,6 +132,7 @@ class ExhaustiveResult:
         "members_evaluated": int(np.sum(self.members_evaluated)),
         "max_members_evaluated": int(np.max(self.members_evaluated, initial=0)),
         "shortcut": self.shortcut,
+        "resumed": self.resumed,
         "audit_failures": [f.to_json() for f in self.audit_failures],
     }
 
@@ -164,7 +162,8 @@ def exhaustive_robustness(predict_logits: PredictFn, space: Space,
                           sentences: Sequence[Sequence[str]], labels: Sequence[int],
                           vocab: Mapping[str, int], *, certified: Sequence[bool] | None = None,
                           shortcut: bool = True, batch_size: int = 256,
-                          progress: bool = False) -> ExhaustiveResult:
+                          progress: bool = False,
+                          journal: Journal | None = None) -> ExhaustiveResult:
   """Exact robustness of a classifier on n examples by enumerating their perturbation spaces.
 
   The space is restricted to ``vocab`` first (as :func:`arc_jax.certify.certify` does), so both
@@ -185,6 +184,9 @@ def exhaustive_robustness(predict_logits: PredictFn, space: Space,
       and reports every certified example with a misclassified member as an audit failure.
     batch_size: rows per predictor call.
     progress: show a tqdm bar over examples.
+    journal: where decided examples are written as the search goes, and taken from when an
+      earlier search with the same key stopped before the end (:mod:`arc_jax.attacks.journal`);
+      None: nothing is kept.
 
   Returns:
     An :class:`ExhaustiveResult`; a certified example whose clean prediction is wrong is an
@@ -201,13 +203,15 @@ def exhaustive_robustness(predict_logits: PredictFn, space: Space,
 
   return _exhaustive(sentences, labels, certified,
                      lambda i: itertools.islice(space.enumerate(sentences[i]), 1, None), classify,
-                     shortcut=shortcut, batch_size=batch_size, progress=progress)
+                     shortcut=shortcut, batch_size=batch_size, progress=progress,
+                     journal=journal)
 
 
 def exhaustive_tree_robustness(predict_root_logits: PredictTreeFn, space: TreeSpace,
                                trees: Sequence[Tree], builder: TreeBatchBuilder, *,
                                certified: Sequence[bool] | None = None, shortcut: bool = True,
-                               batch_size: int = 256, progress: bool = False) -> ExhaustiveResult:
+                               batch_size: int = 256, progress: bool = False,
+                               journal: Journal | None = None) -> ExhaustiveResult:
   """:func:`exhaustive_robustness` for Tree-LSTMs: every tree of S(t) (``space.enumerate``)
   must be classified as t's root label at its root.
 
@@ -219,7 +223,7 @@ def exhaustive_tree_robustness(predict_root_logits: PredictTreeFn, space: TreeSp
       vocab))``).
     trees: n trees; their root labels are the labels.
     builder: lowers member trees (its vocabulary must hold every leaf and Sub candidate).
-    certified, shortcut, batch_size, progress: as :func:`exhaustive_robustness`.
+    certified, shortcut, batch_size, progress, journal: as :func:`exhaustive_robustness`.
 
   Returns:
     An :class:`ExhaustiveResult` whose counterexamples (and audit failures) are nested pairs.
@@ -230,13 +234,14 @@ def exhaustive_tree_robustness(predict_root_logits: PredictTreeFn, space: TreeSp
 
   return _exhaustive([to_nested(t) for t in trees], [t.label for t in trees], certified,
                      lambda i: itertools.islice(space.enumerate(trees[i]), 1, None), classify,
-                     shortcut=shortcut, batch_size=batch_size, progress=progress)
+                     shortcut=shortcut, batch_size=batch_size, progress=progress,
+                     journal=journal)
 
 
 def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
                 certified: Sequence[bool] | None, rest_of_space: Callable[[int], Iterable[Member]],
                 classify: Callable[[list[Member]], np.ndarray], *, shortcut: bool,
-                batch_size: int, progress: bool) -> ExhaustiveResult:
+                batch_size: int, progress: bool, journal: Journal | None) -> ExhaustiveResult:
   """The EX protocol for any kind of member.
 
   Args:
@@ -245,8 +250,9 @@ def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
     certified: (n,) certificates, or None.
     rest_of_space: ``rest_of_space(i)`` yields the members of S(x_i) other than x_i, lazily.
     classify: predicted classes (m,) of a list of m ≤ ``batch_size`` members.
-    shortcut, batch_size, progress: see :func:`exhaustive_robustness`.
+    shortcut, batch_size, progress, journal: see :func:`exhaustive_robustness`.
   """
+  tic = time.perf_counter()
   labels = np.asarray(labels, np.int64).reshape(-1)
   n = len(examples)
   certified = (np.zeros(n, bool) if certified is None
@@ -257,23 +263,44 @@ def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
     raise ValueError(f"Got {n} examples, {len(labels)} labels and {len(certified)} certified "
                      "flags; pass one of each per example.")
   trusted = certified & shortcut
+  correct = np.zeros(n, bool)
   failed = np.zeros(n, bool)
+  evaluated = np.zeros(n, np.int64)
+  counterexamples: list[Member | None] = [None] * n
+  predicted_at_failure = np.zeros(n, np.int64)
+  # Examples an earlier search decided (its journal), and those this one has written there.
+  restored = {} if journal is None else journal.start(
+      {"examples": n, "labels": digest(labels), "certified": digest(certified),
+       "shortcut": shortcut})
+  earlier_seconds = max((d.seconds for d in restored.values()), default=0.0)
+  for i, d in restored.items():
+    correct[i], failed[i], evaluated[i] = d.correct, d.failed, d.evaluated
+    counterexamples[i], predicted_at_failure[i] = d.counterexample, d.predicted
+  written = np.zeros(n, bool)
+  written[list(restored)] = True
   clean_finished = np.zeros(n, bool)
   rest_finished = np.zeros(n, bool)
   # Clean examples first, in batches of their own (so the first row classified for an example
   # is its x, and a wrong one stops it before enumeration), then the rest of S(x) for the
   # examples not answered by their certificate.
   batches = itertools.chain(
-      _batches(_stream(((i, (x,)) for i, x in enumerate(examples)), failed, clean_finished),
-               batch_size),
-      _batches(_stream(((i, rest_of_space(i)) for i in np.flatnonzero(~trusted).tolist()),
-                       failed, rest_finished), batch_size))
+      _batches(_stream(((i, (examples[i],)) for i in np.flatnonzero(~written).tolist()),
+                       failed, clean_finished), batch_size),
+      _batches(_stream(((i, rest_of_space(i)) for i in np.flatnonzero(~trusted & ~written)
+                        .tolist()), failed, rest_finished), batch_size))
 
-  correct = np.zeros(n, bool)
-  evaluated = np.zeros(n, np.int64)
-  counterexamples: list[Member | None] = [None] * n
-  predicted_at_failure = np.zeros(n, np.int64)
+  def record(decided: np.ndarray) -> None:
+    """Writes the examples newly in ``decided`` to the journal."""
+    new = np.flatnonzero(decided & ~written)
+    written[new] = True
+    if journal is not None:
+      seconds = round(earlier_seconds + time.perf_counter() - tic, 3)
+      journal.append((i, Decided(bool(correct[i]), bool(failed[i]), int(evaluated[i]),
+                                 counterexamples[i], int(predicted_at_failure[i]), seconds))
+                     for i in new.tolist())
+
   with tqdm(total=n, unit="example", desc="exhaustive", disable=not progress) as bar:
+    bar.update(len(restored))
     for rows in batches:
       predicted = classify([m for _, m in rows])
       for (i, member), p in zip(rows, predicted.tolist()):
@@ -286,9 +313,11 @@ def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
           counterexamples[i] = member
           predicted_at_failure[i] = p
       # Every member a finished entry produced has now been classified.
-      decided = failed | (trusted & clean_finished) | rest_finished
+      decided = written | failed | (trusted & clean_finished) | rest_finished
+      record(decided)
       bar.update(np.count_nonzero(decided) - bar.n)
-    bar.update(n - bar.n)  # the last entries finish when the stream runs dry
+    record(np.ones(n, bool))  # the last entries finish when the stream runs dry
+    bar.update(n - bar.n)
 
   audit_failures = tuple(
       AuditFailure(int(i), examples[i], int(labels[i]), counterexamples[i],
@@ -297,4 +326,5 @@ def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
   return ExhaustiveResult(correct=correct, robust=~failed, certified=certified,
                           enumerated=correct & ~trusted, members_evaluated=evaluated,
                           counterexamples=tuple(counterexamples), audit_failures=audit_failures,
-                          shortcut=shortcut)
+                          shortcut=shortcut, resumed=len(restored),
+                          seconds=earlier_seconds + time.perf_counter() - tic)

@@ -7,7 +7,9 @@ named when fewer than the model's; and to --output) and prints it. Exits with st
 Acc fails (per example, over the metrics computed) or, with --no-shortcut, if a certified example
 has a misclassified member (an audit failure); with status 2 and one line naming the fix if a
 setting does not fit the run (the run directory and its checkpoint are checked before any data
-is loaded); with 130 (143) and one line on Ctrl-C (SIGTERM), writing nothing.
+is loaded); with 130 (143) and one line on Ctrl-C (SIGTERM), writing no results. The exhaustive
+search (ex) keeps the examples it has decided in RUN/eval/<results name>.progress.jsonl as it
+goes, so the same command resumes it after a stop (--no-resume neither reads nor writes it).
 See arc_jax.evaluation and experiments/README.md.
 """
 
@@ -47,6 +49,10 @@ def parse_args(argv=None) -> argparse.Namespace:
   parser.add_argument("--first", type=int, metavar="N",
                       help="evaluate the first N examples of the split only (recorded in the "
                       "results and their file name)")
+  parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                      help="keep the exhaustive search's decided examples in a progress file "
+                      "next to the results and resume a stopped search from it (--no-resume: "
+                      "neither read nor write it)")
   parser.add_argument("--output", help="also write the results JSON here")
   parser.add_argument("--no-progress", action="store_true", help="no progress bars")
   parser.add_argument("--multihost", action="store_true", help=common.MULTIHOST_HELP["multihost"])
@@ -63,13 +69,16 @@ def main(argv=None) -> int:
   common.setup_logging()
   use_compilation_cache()
   try:
-    with exit_on_signals("stopped; no results were written."):
+    with exit_on_signals("stopped; no results were written" + (
+        "; the exhaustive search resumes from its progress file when the same command runs "
+        "again." if args.resume else ".")):
       results, status = evaluate_run(
           args.workdir, space=args.space, split=args.split,
           metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,
           checkpoint=args.checkpoint, synonyms=args.synonyms,
           max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
           beam=args.beam, first=args.first, exact_max_nodes=args.exact_max_nodes,
+          resume=args.resume,
           progress=not args.no_progress and jax.process_index() == 0), 0
   except EvaluationError as error:
     print(error, file=sys.stderr)

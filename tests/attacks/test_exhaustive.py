@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from arc_jax.attacks import exhaustive_robustness, exhaustive_tree_robustness
+from arc_jax.attacks import Journal, exhaustive_robustness, exhaustive_tree_robustness
 from arc_jax.certify import certify
 from arc_jax.data.trees import from_nested
 from arc_jax.nn import LSTMClassifier, predict
@@ -314,3 +314,76 @@ def test_trees_agree_with_brute_force_and_audit_their_certificates():
   (failure,) = audit.audit_failures
   assert (failure.index, failure.sentence, failure.predicted) == (0, (("the", "good"), "movie"), 1)
   assert json.loads(json.dumps(failure.to_json()))["sentence"] == [["the", "good"], "movie"]
+
+
+class Killed(Exception):
+  """What a kill does to a search: it ends between two predictor calls."""
+
+
+def killed_after(calls, predict_logits):
+  """``predict_logits`` that raises :class:`Killed` at its call number ``calls + 1``."""
+  count = iter(range(calls + 1))
+
+  def predict(*args):
+    if next(count) == calls:
+      raise Killed
+    return predict_logits(*args)
+  return predict
+
+
+def test_a_stopped_search_resumes_from_its_journal(tmp_path):
+  space = parse_space("[(Sub,2)]", synonyms=SYNONYMS)
+  sentences = random_sentences(np.random.default_rng(7), 40)
+  labels = [0] * len(sentences)
+  counter = RowCounter(keyword_logits)
+  whole = exhaustive_robustness(counter, space, sentences, labels, VOCAB, batch_size=4)
+  path = tmp_path / "ex.progress.jsonl"
+
+  with pytest.raises(Killed):
+    exhaustive_robustness(killed_after(12, keyword_logits), space, sentences, labels, VOCAB,
+                          batch_size=4, journal=Journal(path, {"model": "keyword"}))
+  lines = path.read_text().splitlines()
+  with path.open("a") as file:
+    file.write('{"index": 39, "correct": tr')  # a line cut short by the kill: searched again
+  resumed_counter = RowCounter(keyword_logits)
+  resumed = exhaustive_robustness(resumed_counter, space, sentences, labels, VOCAB, batch_size=4,
+                                  journal=Journal(path, {"model": "keyword"}))
+
+  assert resumed.resumed == len(lines) - 1 > 0
+  np.testing.assert_array_equal(resumed.correct, whole.correct)
+  np.testing.assert_array_equal(resumed.robust, whole.robust)
+  assert resumed.counterexamples == whole.counterexamples  # the first in enumeration order
+  assert (~whole.robust).any() and whole.robust.any()
+  robust = whole.robust
+  np.testing.assert_array_equal(resumed.members_evaluated[robust], whole.members_evaluated[robust])
+  assert resumed_counter.rows < counter.rows  # the decided examples are not classified again
+  # Every example is in the journal now; a search with another key starts it over.
+  assert len(path.read_text().splitlines()) == 1 + len(sentences)
+  other = exhaustive_robustness(keyword_logits, space, sentences, labels, VOCAB, batch_size=4,
+                                certified=[True] * len(sentences),
+                                journal=Journal(path, {"model": "keyword"}))
+  assert other.resumed == 0 and json.loads(path.read_text().splitlines()[0])["model"] == "keyword"
+  again = exhaustive_robustness(keyword_logits, space, sentences, labels, VOCAB, batch_size=4,
+                                journal=Journal(path, {"model": "another"}))
+  assert again.resumed == 0
+  np.testing.assert_array_equal(again.robust, whole.robust)
+
+
+def test_a_tree_search_resumes_with_its_nested_counterexamples(tmp_path):
+  space = tree_space(parse_space("[(Ins,1),(Sub,2)]", synonyms=SYNONYMS).restricted_to(VOCAB))
+  trees = [from_nested(n, 0) for n in ((("the", "good"), "movie"), ("a", "fun"),
+                                       ("good", ("movie", "good")), ("film", ("movie", "is")))]
+  builder = TreeBatchBuilder(VOCAB, space, node_buckets=(16,))
+  whole = exhaustive_tree_robustness(keyword_root_logits, space, trees, builder, batch_size=2)
+  path = tmp_path / "trees.progress.jsonl"
+  with pytest.raises(Killed):
+    exhaustive_tree_robustness(killed_after(10, keyword_root_logits), space, trees, builder,
+                               batch_size=2, journal=Journal(path, {}))
+
+  resumed = exhaustive_tree_robustness(keyword_root_logits, space, trees, builder, batch_size=2,
+                                       journal=Journal(path, {}))
+
+  assert 0 < resumed.resumed < len(trees)
+  np.testing.assert_array_equal(resumed.robust, whole.robust)
+  assert resumed.counterexamples == whole.counterexamples
+  assert isinstance(resumed.counterexamples[0][0], tuple)  # nested pairs, not JSON lists

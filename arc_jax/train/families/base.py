@@ -89,7 +89,9 @@ class ModelFamily:
     attack: ``(placed, space, builder, examples, labels, batch_size) -> members``, the top-1
       (beam 1) HotFlip member of S(x) of each example (HotFlip adversarial training).
     enumerate: ``(placed, space, builder, examples, labels, certified, *, shortcut,
-      batch_size, progress) -> ExhaustiveResult``, EX (:mod:`arc_jax.attacks.exhaustive`).
+      batch_size, progress, journal=None) -> ExhaustiveResult``, EX
+      (:mod:`arc_jax.attacks.exhaustive`; ``journal`` keeps its progress,
+      :mod:`arc_jax.attacks.journal`).
     hotflip: ``(placed, space, builder, examples, labels, *, beam, batch_size, progress) ->
       HotFlipResult``, HF.
     empty_examples: ``(examples) -> dict``, JSON: the examples left empty by the

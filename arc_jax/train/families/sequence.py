@@ -18,8 +18,8 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from arc_jax import parallel
-from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, adversarial_examples, augment_batch,
-                             exhaustive_robustness, hotflip_robustness)
+from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, Journal, adversarial_examples,
+                             augment_batch, exhaustive_robustness, hotflip_robustness)
 from arc_jax.certify import Certificate, certify_model
 from arc_jax.data import Batch, ExperimentData, TextSplit, make_batch, prepare_lstm_data
 from arc_jax.nn import LSTMClassifier, predict
@@ -121,10 +121,11 @@ def attack(placed: Placed, space: Space, builder: PlanBuilder, sentences: list,
 
 def enumerate_space(placed: Placed, space: Space, builder: PlanBuilder, sentences: list,
                     labels: np.ndarray, certified: np.ndarray, *, shortcut: bool,
-                    batch_size: int, progress: bool) -> ExhaustiveResult:
+                    batch_size: int, progress: bool,
+                    journal: Journal | None = None) -> ExhaustiveResult:
   return exhaustive_robustness(make_predict_fn(*placed), space, sentences, labels,
                                builder.vocab, certified=certified, shortcut=shortcut,
-                               batch_size=batch_size, progress=progress)
+                               batch_size=batch_size, progress=progress, journal=journal)
 
 
 def hotflip(placed: Placed, space: Space, builder: PlanBuilder, sentences: list,

@@ -34,9 +34,9 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from arc_jax import parallel
-from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, exhaustive_tree_robustness,
-                             sample_tree_member, tree_adversarial_examples,
-                             tree_hotflip_robustness)
+from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, Journal,
+                             exhaustive_tree_robustness, sample_tree_member,
+                             tree_adversarial_examples, tree_hotflip_robustness)
 from arc_jax.certify import Certificate, certify_model
 from arc_jax.data import ExperimentData, Tree, prepare_tree_data
 from arc_jax.nn.tree_models import TreeLSTMClassifier
@@ -174,11 +174,12 @@ def attack(placed: Placed, space: TreeSpace, builder: TreeBatchBuilder, trees: l
 
 def enumerate_space(placed: Placed, space: TreeSpace, builder: TreeBatchBuilder, trees: list,
                     labels: np.ndarray, certified: np.ndarray, *, shortcut: bool,
-                    batch_size: int, progress: bool) -> ExhaustiveResult:
+                    batch_size: int, progress: bool,
+                    journal: Journal | None = None) -> ExhaustiveResult:
   del labels  # each tree's root label
   return exhaustive_tree_robustness(_root_predictor(placed), space, trees, builder,
                                     certified=certified, shortcut=shortcut,
-                                    batch_size=batch_size, progress=progress)
+                                    batch_size=batch_size, progress=progress, journal=journal)
 
 
 def hotflip(placed: Placed, space: TreeSpace, builder: TreeBatchBuilder, trees: list,

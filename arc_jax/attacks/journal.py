@@ -1,0 +1,131 @@
+"""What an exhaustive search (EX) has decided so far, kept in a file so that a stopped search
+resumes where it stopped.
+
+Enumerating S(x) for a whole test split can take hours (millions of Tree-LSTM members under
+``[(Sub,2),(Ins,2)]``), longer than a session or a scheduler's slot. :class:`Journal` appends one
+JSON line per example as soon as the search has decided it (its clean prediction, whether a
+member was misclassified, the members classified, the counterexample), so nothing decided is
+lost to SIGTERM or a kill: the next search with the same key takes those examples from the file
+and enumerates only the others. Lines are appended and flushed after every predictor batch; a
+line cut short by a kill is ignored (that example is searched again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from arc_jax.data.trees import Nested
+from arc_jax.perturbation.spaces import Tokens
+
+logger = logging.getLogger(__name__)
+
+Member = Tokens | Nested
+"""A member of a perturbation space: a token tuple (strings) or nested pairs (trees)."""
+
+
+def to_json(member: Member):
+  """A member as JSON: a list of tokens, or nested lists of words for a tree."""
+  return member if isinstance(member, str) else [to_json(e) for e in member]
+
+
+def from_json(value) -> Member:
+  """The member :func:`to_json` wrote (lists back to tuples)."""
+  return value if isinstance(value, str) else tuple(from_json(e) for e in value)
+
+
+def digest(flags: Sequence) -> str:
+  """A short hash of a per-example integer array (labels, certificates) for a journal key."""
+  return hashlib.sha256(np.asarray(flags, np.int64).tobytes()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class Decided:
+  """The outcome of one example of an exhaustive search.
+
+  Attributes:
+    correct: the clean prediction equals the label.
+    failed: a member of S(x) (x included) is misclassified.
+    evaluated: members classified, x included.
+    counterexample: the first misclassified member, or None.
+    predicted: the class given ``counterexample`` (0 when there is none).
+    seconds: the search's running time (over all its resumed parts) when the example was
+      decided.
+  """
+
+  correct: bool
+  failed: bool
+  evaluated: int
+  counterexample: Member | None
+  predicted: int
+  seconds: float
+
+
+class Journal:
+  """The decided examples of one exhaustive search, one JSON line each in ``path``.
+
+  The file's first line is the search's key: whatever fixes its outcomes (the caller's part,
+  e.g. run, checkpoint, split, space and lexicon, and the search's own: labels, certificates,
+  shortcut). A file with another key belongs to another search (another checkpoint, space,
+  ...): :meth:`start` replaces it and logs what it discarded.
+
+  Args:
+    path: the file (its folder is created on the first write).
+    key: the caller's part of the key, JSON-ready.
+  """
+
+  def __init__(self, path, key: dict[str, Any]):
+    self.path = Path(path)
+    self.key = key
+
+  def start(self, search_key: dict[str, Any]) -> dict[int, Decided]:
+    """The examples an earlier search with the same key decided (example index → outcome);
+    an empty dict after (re)starting the file for this key."""
+    key = json.loads(json.dumps({**self.key, **search_key}))
+    if self.path.is_file():
+      lines = self.path.read_text().splitlines()
+      try:
+        stored = json.loads(lines[0]) if lines else None
+      except json.JSONDecodeError:
+        stored = None
+      if stored == key:
+        decided, kept = {}, [lines[0]]
+        for line in lines[1:]:
+          try:
+            record = json.loads(line)
+          except json.JSONDecodeError:  # cut short by a kill
+            continue
+          kept.append(line)
+          index, counterexample = record.pop("index"), record.pop("counterexample")
+          decided[index] = Decided(counterexample=None if counterexample is None
+                                   else from_json(counterexample), **record)
+        # Without the cut line, so that the next line appended starts a line of its own.
+        self.path.write_text("".join(line + "\n" for line in kept))
+        logger.info("Resuming the exhaustive search from %s: %d examples already decided.",
+                    self.path, len(decided))
+        return decided
+      logger.warning("%s holds the progress of another exhaustive search (%s); starting over "
+                     "for this one.", self.path,
+                     {k: v for k, v in (stored or {}).items() if key.get(k) != v})
+    self.path.parent.mkdir(parents=True, exist_ok=True)
+    self.path.write_text(json.dumps(key) + "\n")
+    return {}
+
+  def append(self, decided: Iterable[tuple[int, Decided]]) -> None:
+    """Appends outcomes (flushed when this returns)."""
+    lines = [json.dumps({"index": int(i), **dataclasses.asdict(d),
+                         "counterexample": None if d.counterexample is None
+                         else to_json(d.counterexample)}) + "\n" for i, d in decided]
+    if lines:
+      with self.path.open("a") as file:
+        file.writelines(lines)
+
+  def remove(self) -> None:
+    """Deletes the file (the search's results are kept elsewhere)."""
+    self.path.unlink(missing_ok=True)
