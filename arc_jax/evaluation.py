@@ -47,7 +47,7 @@ from jax.sharding import Mesh
 
 from arc_jax import metrics as metric_registry
 from arc_jax import parallel
-from arc_jax.attacks import Journal
+from arc_jax.attacks.journal import Journal, digest
 from arc_jax.data.paths import data_folder
 from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory
@@ -246,9 +246,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   if resume and "ex" in names and jax.process_count() == 1:
     path = results_path(workdir, {**results, "metrics": dict.fromkeys(names)}, shortcut)
     journal = Journal(path.with_suffix(".progress.jsonl"), {
-        "run": str(run.path.absolute()), "checkpoint": results["checkpoint"],
-        "data": fingerprint, **{k: results[k] for k in (
-            "split", "space", "synonyms", "max_candidates", "first")}})
+        "params": digest(*jax.tree.leaves(params)), "data": fingerprint,
+        **{k: results[k] for k in ("split", "space", "synonyms", "max_candidates", "first")}})
   context = metric_registry.Context(
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,

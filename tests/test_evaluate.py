@@ -5,6 +5,8 @@ consistency check CF ≤ EX ≤ HF ≤ Acc and the argument errors.
 """
 
 import json
+import shutil
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -72,10 +74,12 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   with monkeypatch.context() as patch:
     patch.setattr(Journal, "remove", lambda self: None)
     evaluate_run(run, metrics=["ex"], progress=False, resume=True)
-  progress = run / "eval" / "test_Del2Sub2_cf_ex.progress.jsonl"
-  assert len(progress.read_text().splitlines()) == 1 + 64
-  resumed = evaluate_run(run, metrics=["ex"], progress=False, resume=True)["metrics"]["ex"]
-  assert resumed["resumed"] == 64 and not progress.exists()
+  progress = Path("eval") / "test_Del2Sub2_cf_ex.progress.jsonl"
+  assert len((run / progress).read_text().splitlines()) == 1 + 64
+  moved = tmp_path / "moved"  # e.g. to another machine: the key names no path
+  shutil.copytree(run, moved)
+  resumed = evaluate_run(moved, metrics=["ex"], progress=False, resume=True)["metrics"]["ex"]
+  assert resumed["resumed"] == 64 and not (moved / progress).exists()
   assert [resumed[k] for k in ("count", "members_evaluated")] == [
       metrics["ex"][k] for k in ("count", "members_evaluated")]
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -40,9 +40,15 @@ def from_json(value) -> Member:
   return value if isinstance(value, str) else tuple(from_json(e) for e in value)
 
 
-def digest(flags: Sequence) -> str:
-  """A short hash of a per-example integer array (labels, certificates) for a journal key."""
-  return hashlib.sha256(np.asarray(flags, np.int64).tobytes()).hexdigest()[:16]
+def digest(*arrays) -> str:
+  """A short hash of the values, shapes and dtypes of arrays (labels, certificates, a model's
+  parameters) for a journal key."""
+  hashed = hashlib.sha256()
+  for array in arrays:
+    array = np.ascontiguousarray(array)
+    hashed.update(f"{array.dtype}{array.shape}".encode())
+    hashed.update(array.tobytes())
+  return hashed.hexdigest()[:16]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +77,9 @@ class Journal:
   """The decided examples of one exhaustive search, one JSON line each in ``path``.
 
   The file's first line is the search's key: whatever fixes its outcomes (the caller's part,
-  e.g. run, checkpoint, split, space and lexicon, and the search's own: labels, certificates,
-  shortcut). A file with another key belongs to another search (another checkpoint, space,
+  e.g. a hash of the parameters, the data, split, space and lexicon, and the search's own:
+  labels, certificates, shortcut). It names no path, so a run directory moved to another
+  machine (with its progress file) resumes there. A file with another key belongs to another search (another checkpoint, space,
   ...): :meth:`start` replaces it and logs what it discarded.
 
   Args:
