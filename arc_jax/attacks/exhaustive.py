@@ -14,7 +14,9 @@ jitted predictor compiles once per bucket. The batches are pulled lazily from on
 member: once an example has a misclassified member, the rest of its space is never enumerated.
 At most the other rows of the batch holding that member are spent on it (the batch slack). All
 clean examples are classified first, in batches of their own, so an example with a wrong clean
-prediction costs exactly one row and is never enumerated.
+prediction costs exactly one row and is never enumerated. With a
+:class:`~arc_jax.attacks.journal.Journal` each example is written down once decided, and a search
+stopped before the end resumes from there.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from arc_jax.attacks.journal import Decided, Journal, Member, digest, to_json
 from arc_jax.data.batching import make_batch
 from arc_jax.data.embeddings import check_vocabulary
-from arc_jax.attacks.journal import Decided, Journal, Member, digest, to_json
 from arc_jax.data.trees import Nested, Tree, from_nested, to_nested
 from arc_jax.perturbation.spaces import Space, Tokens
 from arc_jax.perturbation.trees import TreeBatch, TreeBatchBuilder, TreeSpace
