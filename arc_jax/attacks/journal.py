@@ -112,8 +112,11 @@ class Journal:
           index, counterexample = record.pop("index"), record.pop("counterexample")
           decided[index] = Decided(counterexample=None if counterexample is None
                                    else from_json(counterexample), **record)
-        # Without the cut line, so that the next line appended starts a line of its own.
-        self.path.write_text("".join(line + "\n" for line in kept))
+        # Without the cut line, so that the next line appended starts a line of its own;
+        # replaced in one step, so that a kill now loses nothing.
+        rewritten = self.path.with_name(self.path.name + ".tmp")
+        rewritten.write_text("".join(line + "\n" for line in kept))
+        rewritten.replace(self.path)
         logger.info("Resuming the exhaustive search from %s: %d examples already decided.",
                     self.path, len(decided))
         return decided
