@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 DATA_AXIS = "data"
@@ -63,6 +64,13 @@ def put(tree: Any, sharding: NamedSharding) -> Any:
     return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
   return jax.tree.map(one, tree)
+
+
+def gathered(x: jax.Array) -> jax.Array | np.ndarray:
+  """A global array's whole value on this host: ``x`` itself on one process (still computing,
+  so the caller can prepare its next batch meanwhile; ``np.asarray`` waits for it), else
+  gathered from every process (numpy)."""
+  return x if jax.process_count() == 1 else multihost_utils.process_allgather(x, tiled=True)
 
 
 def put_trees(trees: Any, mesh: Mesh) -> Any:

@@ -12,8 +12,10 @@ the batching of members differ. Members of several examples are packed into fixe
 jitted predictor compiles once per bucket. The batches are pulled lazily from one stream of
 (example, member) pairs that checks each example's "failed" flag before producing its next
 member: once an example has a misclassified member, the rest of its space is never enumerated.
-At most the other rows of the batch holding that member are spent on it (the batch slack). All
-clean examples are classified first, in batches of their own, so an example with a wrong clean
+One batch is in flight while the next is enumerated and lowered (the host works while the device
+classifies), so at most the other rows of the batch holding that member and of the batch after
+it are spent on it (the batch slack). All clean examples are classified first, in batches of
+their own and settled before any enumeration starts, so an example with a wrong clean
 prediction costs exactly one row and is never enumerated. With a
 :class:`~arc_jax.attacks.journal.Journal` each example is written down once decided, and a search
 stopped before the end resumes from there.
@@ -198,10 +200,9 @@ def exhaustive_robustness(predict_logits: PredictFn, space: Space,
   check_vocabulary(sentences, vocab)
   space = space.restricted_to(vocab)
 
-  def classify(members: list[Tokens]) -> np.ndarray:
+  def classify(members: list[Tokens]) -> jax.Array | np.ndarray:
     batch = make_batch(members, [0] * len(members), range(len(members)), vocab, batch_size)
-    return np.argmax(np.asarray(predict_logits(batch.token_ids, batch.lengths))[:len(members)],
-                     axis=-1)
+    return predict_logits(batch.token_ids, batch.lengths)
 
   return _exhaustive(sentences, labels, certified,
                      lambda i: itertools.islice(space.enumerate(sentences[i]), 1, None), classify,
@@ -230,9 +231,8 @@ def exhaustive_tree_robustness(predict_root_logits: PredictTreeFn, space: TreeSp
   Returns:
     An :class:`ExhaustiveResult` whose counterexamples (and audit failures) are nested pairs.
   """
-  def classify(members: list[Nested]) -> np.ndarray:
-    batch = builder.build([from_nested(m) for m in members], batch_size)
-    return np.argmax(np.asarray(predict_root_logits(batch))[:len(members)], axis=-1)
+  def classify(members: list[Nested]) -> jax.Array | np.ndarray:
+    return predict_root_logits(builder.build([from_nested(m) for m in members], batch_size))
 
   return _exhaustive([to_nested(t) for t in trees], [t.label for t in trees], certified,
                      lambda i: itertools.islice(space.enumerate(trees[i]), 1, None), classify,
@@ -242,7 +242,7 @@ def exhaustive_tree_robustness(predict_root_logits: PredictTreeFn, space: TreeSp
 
 def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
                 certified: Sequence[bool] | None, rest_of_space: Callable[[int], Iterable[Member]],
-                classify: Callable[[list[Member]], np.ndarray], *, shortcut: bool,
+                classify: Callable[[list[Member]], jax.Array | np.ndarray], *, shortcut: bool,
                 batch_size: int, progress: bool, journal: Journal | None) -> ExhaustiveResult:
   """The EX protocol for any kind of member.
 
@@ -251,7 +251,9 @@ def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
     labels: (n,) labels.
     certified: (n,) certificates, or None.
     rest_of_space: ``rest_of_space(i)`` yields the members of S(x_i) other than x_i, lazily.
-    classify: predicted classes (m,) of a list of m ≤ ``batch_size`` members.
+    classify: logits (B ≥ m, K) of a list of m ≤ ``batch_size`` members (rows beyond m are
+      padding); a device array still computing is waited for only after the next batch is
+      lowered, so the host enumerates while the device classifies.
     shortcut, batch_size, progress, journal: see :func:`exhaustive_robustness`.
   """
   tic = time.perf_counter()
@@ -285,7 +287,7 @@ def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
   # Clean examples first, in batches of their own (so the first row classified for an example
   # is its x, and a wrong one stops it before enumeration), then the rest of S(x) for the
   # examples not answered by their certificate.
-  batches = itertools.chain(
+  phases = (
       _batches(_stream(((i, (examples[i],)) for i in np.flatnonzero(~written).tolist()),
                        failed, clean_finished), batch_size),
       _batches(_stream(((i, rest_of_space(i)) for i in np.flatnonzero(~trusted & ~written)
@@ -301,23 +303,35 @@ def _exhaustive(examples: Sequence[Member], labels: Sequence[int],
                                  counterexamples[i], int(predicted_at_failure[i]), seconds))
                      for i in new.tolist())
 
+  def settle(rows, logits, finished: np.ndarray) -> None:
+    """Takes in a batch's classes; ``finished``: the examples all of whose members were in
+    this batch or earlier ones (as the stream stood when the batch was pulled)."""
+    predicted = np.argmax(np.asarray(logits)[:len(rows)], axis=-1)
+    for (i, member), p in zip(rows, predicted.tolist()):
+      y = labels[i]
+      if evaluated[i] == 0:
+        correct[i] = p == y
+      evaluated[i] += 1
+      if p != y and not failed[i]:
+        failed[i] = True
+        counterexamples[i] = member
+        predicted_at_failure[i] = p
+    decided = written | failed | finished
+    record(decided)
+    bar.update(np.count_nonzero(decided) - bar.n)
+
   with tqdm(total=n, unit="example", desc="exhaustive", disable=not progress) as bar:
     bar.update(len(restored))
-    for rows in batches:
-      predicted = classify([m for _, m in rows])
-      for (i, member), p in zip(rows, predicted.tolist()):
-        y = labels[i]
-        if evaluated[i] == 0:
-          correct[i] = p == y
-        evaluated[i] += 1
-        if p != y and not failed[i]:
-          failed[i] = True
-          counterexamples[i] = member
-          predicted_at_failure[i] = p
-      # Every member a finished entry produced has now been classified.
-      decided = written | failed | (trusted & clean_finished) | rest_finished
-      record(decided)
-      bar.update(np.count_nonzero(decided) - bar.n)
+    for batches in phases:  # one batch in flight: the next is enumerated while it computes
+      in_flight = None
+      for rows in batches:
+        launched = (rows, classify([m for _, m in rows]),
+                    (trusted & clean_finished) | rest_finished)
+        if in_flight is not None:
+          settle(*in_flight)
+        in_flight = launched
+      if in_flight is not None:
+        settle(*in_flight)
     record(np.ones(n, bool))  # the last entries finish when the stream runs dry
     bar.update(n - bar.n)
 

@@ -14,7 +14,6 @@ import jax
 import ml_collections
 import numpy as np
 from flax import nnx
-from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from arc_jax import parallel
@@ -30,16 +29,17 @@ from arc_jax.train.steps import RowMetrics
 
 
 def make_predict_fn(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, mesh: Mesh):
-  """``predict_logits(token_ids (B, N), lengths (B,)) -> logits (B, K)`` (numpy).
+  """``predict_logits(token_ids (B, N), lengths (B,)) -> logits (B, K)``.
 
-  The rows are split over the mesh; the logits are gathered from every host.
+  The rows are split over the mesh; the logits are gathered from every host
+  (:func:`arc_jax.parallel.gathered`: on one process, the array as it is computed).
   """
   full_graphdef, state = nnx.split(nnx.merge(graphdef, params, rest))
   sharded = parallel.batch_sharded(mesh)
 
-  def predict_logits(token_ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+  def predict_logits(token_ids: np.ndarray, lengths: np.ndarray) -> jax.Array | np.ndarray:
     logits = predict(full_graphdef, state, *parallel.put((token_ids, lengths), sharded))
-    return multihost_utils.process_allgather(logits, tiled=True)
+    return parallel.gathered(logits)
 
   return predict_logits
 

@@ -30,7 +30,6 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax import nnx
-from jax.experimental import multihost_utils
 from jax.sharding import Mesh
 
 from arc_jax import parallel
@@ -154,13 +153,14 @@ def sample(space: TreeSpace, trees: list[Tree], rng: np.random.Generator) -> lis
   return [sample_tree_member(space, tree, rng) for tree in trees]
 
 
-def _root_predictor(placed: Placed) -> Callable[[TreeBatch], np.ndarray]:
-  """``(batch) -> root logits (B, K)`` of the placed model, rows split over its mesh."""
+def _root_predictor(placed: Placed) -> Callable[[TreeBatch], jax.Array | np.ndarray]:
+  """``(batch) -> root logits (B, K)`` of the placed model, rows split over its mesh (gathered
+  as :func:`arc_jax.parallel.gathered` does)."""
   graphdef, state = nnx.split(nnx.merge(placed.graphdef, placed.params, placed.rest))
 
-  def predict_root_logits(trees: TreeBatch) -> np.ndarray:
+  def predict_root_logits(trees: TreeBatch) -> jax.Array | np.ndarray:
     logits = _root_logits(graphdef, state, parallel.put_trees(trees, placed.mesh))
-    return multihost_utils.process_allgather(logits, tiled=True)
+    return parallel.gathered(logits)
 
   return predict_root_logits
 
