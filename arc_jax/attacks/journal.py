@@ -79,8 +79,8 @@ class Journal:
   The file's first line is the search's key: whatever fixes its outcomes (the caller's part,
   e.g. a hash of the parameters, the data, split, space and lexicon, and the search's own:
   labels, certificates, shortcut). It names no path, so a run directory moved to another
-  machine (with its progress file) resumes there. A file with another key belongs to another search (another checkpoint, space,
-  ...): :meth:`start` replaces it and logs what it discarded.
+  machine (with its progress file) resumes there. A file with another key belongs to another
+  search (another checkpoint, space, ...): :meth:`start` replaces it and logs what differs.
 
   Args:
     path: the file (its folder is created on the first write).
