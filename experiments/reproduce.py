@@ -155,11 +155,17 @@ def lstm_evaluations(run: Run, space: str, *, max_candidates=None, minutes=3, ex
   return (Evaluation(run, space, metrics, max_candidates=max_candidates, minutes=minutes),)
 
 
-def tree_evaluations(run: Run, space: str) -> tuple[Evaluation, ...]:
-  # EX of the Normal Tree-LSTM under [(Sub,2),(Ins,2)] enumerated 1.9M trees in about 70 min
-  # (beside other jobs), under [(Del,2),(Ins,2)] 1.6M in 74 min; under [(Del,2),(Sub,2)] 159k
-  # in 5 min.
-  return (Evaluation(run, space, ("acc", "cf", "ex"), minutes=75 if "Ins" in space else 6),
+# EX of a Tree-LSTM on an Ins space, beside other jobs, before leaf states were computed once per
+# distinct word (1.5x EX): Normal 93 / 74 min ([(Sub,2),(Ins,2)] / [(Del,2),(Ins,2)]), Data Aug.
+# 87 / 53, HotFlip about 140 / 117 (its robust trees, whose spaces are enumerated to the end, are
+# the most; ARC certifies part of its robust ones, so it is guessed between); [(Del,2),(Sub,2)]
+# 4-12 min.
+TREE_EX_INS_MINUTES = {"normal": 60, "augment": 50, "hotflip": 90, "arc": 70}
+
+
+def tree_evaluations(run: Run, method: str, space: str) -> tuple[Evaluation, ...]:
+  minutes = TREE_EX_INS_MINUTES[method] if "Ins" in space else 8
+  return (Evaluation(run, space, ("acc", "cf", "ex"), minutes=minutes),
           Evaluation(run, space, ("hf",), minutes=10))
 
 
@@ -174,7 +180,7 @@ def cells() -> list[Cell]:
     for method in ("normal", "augment", "hotflip", "arc"):
       for space_arg, space in SPACES.items():
         run = table2_run(arch, method, space_arg)
-        evaluations = (tree_evaluations(run, space) if arch == "tree" else
+        evaluations = (tree_evaluations(run, method, space) if arch == "tree" else
                        lstm_evaluations(run, space, minutes=40 if "Ins" in space else 3))
         out.append(Cell("Table 2", f"{ARCHS[arch]} {METHODS[method]}", space, evaluations,
                         _paper4(paper.TABLES_2_3.get((arch, method, space_key(space))))))
@@ -311,8 +317,14 @@ def cell_state(cell: Cell, runs_dir: Path, active: set[str]) -> State:
   run = pending[0].run
   if run.name in active:
     return State("running", f"{run.name} is training or being evaluated")
-  minutes = sum(e.minutes for e in pending)
-  evaluations = ", ".join(f"{space_key(e.space)}:{','.join(e.metrics)}" for e in pending)
+  minutes = 0.0
+  names = []
+  for e in pending:
+    decided, examples = _ex_progress(e) or (0, 1)
+    minutes += round(e.minutes * (1 - decided / examples), 1)
+    resumes = f" (EX resumes: {decided:,} of {examples:,} decided)" if decided else ""
+    names.append(f"{space_key(e.space)}:{','.join(e.metrics)}{resumes}")
+  evaluations = ", ".join(names)
   if kept(run):
     return State("missing", f"evaluate {run.name} on {evaluations}", minutes)
   run_dir = runs_dir / run.name
@@ -326,6 +338,23 @@ def cell_state(cell: Cell, runs_dir: Path, active: set[str]) -> State:
   training = round(run.minutes * (1 - _trained_share(run, run_dir)), 1)
   return State("missing", f"{verb} {run.name}{source}{legacy} ({where}, ~{training:g} min), "
                f"evaluate on {evaluations}", minutes + training)
+
+
+def _ex_progress(evaluation: Evaluation) -> tuple[int, int] | None:
+  """(examples decided, examples) of the EX progress file an interrupted evaluation of a kept
+  run left (``eval/<results name>.progress.jsonl``, which evaluate.py resumes), or None."""
+  if "ex" not in evaluation.metrics:
+    return None
+  space = re.sub(r"[^A-Za-z0-9]+", "", evaluation.space)
+  folder = RESULTS / evaluation.run.name / "eval"
+  for path in sorted(folder.glob(f"test_{space}.progress.jsonl")) + sorted(
+      folder.glob(f"test_{space}_*.progress.jsonl")):
+    lines = path.read_text().splitlines()
+    try:
+      return len(lines) - 1, int(json.loads(lines[0])["examples"])
+    except (IndexError, KeyError, TypeError, ValueError):
+      continue
+  return None
 
 
 def _trained_share(run: Run, run_dir: Path) -> float:

@@ -73,6 +73,25 @@ def test_states_and_tables_come_from_the_files(tmp_path, monkeypatch):
   assert "--first" in first_100.evaluations[0].args()
 
 
+def test_an_interrupted_ex_is_listed_with_its_progress_and_less_time(tmp_path, monkeypatch):
+  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  cell = next(c for c in reproduce.cells() if c.id == "table_2/tree_lstm_hotflip/ins2sub2")
+  folder = tmp_path / "results" / "hotflip_tree_sub2ins2"
+  (folder / "model").mkdir(parents=True)
+  (folder / "model" / "meta.json").write_text("{}")
+  fresh = reproduce.cell_state(cell, tmp_path / "runs", set())
+  assert fresh.state == "missing" and "resumes" not in fresh.detail
+  (folder / "eval").mkdir()
+  key = {"params": "0", "examples": 2210}
+  (folder / "eval" / "test_Sub2Ins2_acc_cf_ex.progress.jsonl").write_text(
+      "\n".join([json.dumps(key)] + [json.dumps({"index": i}) for i in range(1105)]) + "\n")
+  resumed = reproduce.cell_state(cell, tmp_path / "runs", set())
+  assert "Ins2Sub2:acc,cf,ex (EX resumes: 1,105 of 2,210 decided), Ins2Sub2:hf" in resumed.detail
+  ex, hf = cell.evaluations
+  assert resumed.minutes == pytest.approx(ex.minutes / 2 + hf.minutes)
+  assert fresh.minutes == pytest.approx(ex.minutes + hf.minutes)
+
+
 def test_exact_cells_show_their_unknowns(tmp_path, monkeypatch):
   monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
   cell = next(c for c in reproduce.cells() if c.id == "δ_figure/arc_lstm_ins_2_sub_2/δ_5")
