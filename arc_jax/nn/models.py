@@ -25,6 +25,7 @@ from flax import nnx
 from arc_jax import interval as iv
 from arc_jax.domain import Domain
 from arc_jax.nn.cells import Dense, LSTMCell, Projection, dropout
+from arc_jax.nn.distinct import per_distinct_id
 from arc_jax.padding import reverse_padded
 
 POOLINGS = ("final", "mean", "attention")
@@ -112,7 +113,7 @@ class LSTMClassifier(nnx.Module):
     """Pooled LSTM features (B, H_in) of padded sentences ``token_ids`` (B, N)."""
     chex.assert_rank(token_ids, 2)
     chex.assert_type([token_ids, lengths], int)
-    return self.features_from_embeddings(self.embed(token_ids), lengths)
+    return self._pooled(self._word_gates(token_ids), lengths)
 
   def features_from_embeddings(self, embedded: jax.Array, lengths: jax.Array) -> jax.Array:
     """Pooled LSTM features (B, H_in) of embedded padded sentences (B, N, E).
@@ -121,24 +122,39 @@ class LSTMClassifier(nnx.Module):
     at or beyond ``lengths`` do not influence the result.
     """
     chex.assert_rank(embedded, 3)
+    return self._pooled(self._input_gates(embedded), lengths)
+
+  def position_states(self, token_ids: jax.Array, lengths: jax.Array) -> jax.Array:
+    """The (concatenated) LSTM states (B, N, H_in) at every position, as attention reads them."""
+    return self._aligned(self._runs(self._word_gates(token_ids), lengths), lengths)
+
+  def _input_gates(self, embedded: jax.Array) -> tuple[jax.Array, ...]:
+    """Each direction's input gates (B, N, 4H) of embedded words (B, N, E)."""
     z = self.projection(embedded)
-    runs = self._runs(z, lengths)
+    return tuple(cell.input_gates(z) for cell in self.cells)
+
+  def _word_gates(self, token_ids: jax.Array) -> tuple[jax.Array, ...]:
+    """:meth:`_input_gates` of words (B, N), computed once per distinct id (they depend on
+    the word alone)."""
+    return per_distinct_id(lambda ids: self._input_gates(self.embed(ids[None])), token_ids)
+
+  def _pooled(self, gates: tuple[jax.Array, ...], lengths: jax.Array) -> jax.Array:
+    """Pooled features (B, H_in) from each direction's input gates (B, N, 4H)."""
+    runs = self._runs(gates, lengths)
     if self.pooling == "final":
       return jnp.concatenate([final for final, _, _ in runs], axis=-1)
     if self.pooling == "mean":
       return jnp.concatenate([total for _, total, _ in runs], axis=-1) / jnp.maximum(
-          lengths, 1)[:, None].astype(z.dtype)
+          lengths, 1)[:, None].astype(gates[0].dtype)
     return self.attend(self._aligned(runs, lengths),
-                       jnp.arange(z.shape[1])[None, :] < lengths[:, None])
+                       jnp.arange(gates[0].shape[1])[None, :] < lengths[:, None])
 
-  def position_states(self, token_ids: jax.Array, lengths: jax.Array) -> jax.Array:
-    """The (concatenated) LSTM states (B, N, H_in) at every position, as attention reads them."""
-    return self._aligned(self._runs(self.projection(self.embed(token_ids)), lengths), lengths)
-
-  def _runs(self, z: jax.Array, lengths: jax.Array) -> list[tuple[jax.Array, ...]]:
-    """:meth:`_run` of each direction on the projected inputs z (B, N, P)."""
-    directions = [z] + ([reverse_padded(z, lengths)] if self.bidirectional else [])
-    return [self._run(cell, x, lengths) for cell, x in zip(self.cells, directions)]
+  def _runs(self, gates: tuple[jax.Array, ...], lengths: jax.Array
+            ) -> list[tuple[jax.Array, ...]]:
+    """:meth:`_run` of each direction on its input gates (B, N, 4H) (the backward direction's
+    reversed within each sentence)."""
+    directions = [gates[0]] + [reverse_padded(g, lengths) for g in gates[1:]]
+    return [self._run(cell, g, lengths) for cell, g in zip(self.cells, directions)]
 
   @staticmethod
   def _aligned(runs, lengths: jax.Array) -> jax.Array:
@@ -151,13 +167,14 @@ class LSTMClassifier(nnx.Module):
     scores = jax.tree.map(lambda a: a[..., 0], self.attention(states, domain))
     return domain.softmax_weighted_sum(scores, states, mask)
 
-  def _run(self, cell: LSTMCell, z: jax.Array, lengths: jax.Array
+  def _run(self, cell: LSTMCell, gates: jax.Array, lengths: jax.Array
            ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Final state (B, H), sum of the states (B, H) and the state at every position (B, N, H)."""
-    batch, n_pad, _ = z.shape
-    gates = jnp.swapaxes(cell.input_gates(z), 0, 1)  # (N, B, 4H)
+    """Final state (B, H), sum of the states (B, H) and the state at every position (B, N, H),
+    from the input gates (B, N, 4H)."""
+    batch, n_pad, _ = gates.shape
+    gates = jnp.swapaxes(gates, 0, 1)  # (N, B, 4H)
     real = jnp.arange(n_pad)[:, None, None] < lengths[None, :, None]
-    zeros = jnp.zeros((batch, self.hidden), z.dtype)
+    zeros = jnp.zeros((batch, self.hidden), gates.dtype)
 
     def body(carry, inputs):
       state, total = carry

@@ -27,6 +27,7 @@ from flax import nnx
 from arc_jax import interval as iv
 from arc_jax.domain import Domain
 from arc_jax.nn.cells import Dense, Projection
+from arc_jax.nn.distinct import per_distinct_id
 from arc_jax.nn.models import FrozenEmbedding, check_param_dtype
 from arc_jax.perturbation.trees import TreeBatch
 
@@ -111,39 +112,6 @@ class TreeLSTMCell(nnx.Module):
     pre = domain.add(self.child_pre_activations(left[0], 0, domain),
                      self.child_pre_activations(right[0], 1, domain))
     return self.merge(pre, left[1], right[1], domain)
-
-
-def per_distinct_id(fn: Callable[[jax.Array], chex.ArrayTree], ids: jax.Array,
-                    capacities: tuple[int, ...] = (64, 256, 1024, 4096)) -> chex.ArrayTree:
-  """``fn`` of every entry of ``ids``, evaluated once per distinct id.
-
-  Args:
-    fn: ``fn(distinct (K,) int) -> pytree of (1, K, ...) arrays`` whose row k depends on
-      ``distinct[k]`` alone (a word's embedding, projection and leaf state).
-    ids: int (B, N).
-    capacities: K values ``fn`` is compiled for; it runs at the smallest one that holds the
-      number of distinct ids (``lax.switch``), or at B·N (every entry, no sharing) beyond them.
-      Unused entries of ``distinct`` hold the smallest id, whose rows are never read.
-
-  Returns:
-    The pytree of (B, N, ...) arrays whose entry (b, n) is row k of ``fn`` for
-    ``distinct[k] = ids[b, n]``: ``fn(ids)`` up to the rounding of how ``fn`` batches its
-    rows (a matmul may sum in another order for another K).
-  """
-  flat = ids.reshape(-1)
-  order = jnp.argsort(flat)
-  ordered = flat[order]
-  rank = jnp.cumsum(jnp.concatenate([jnp.zeros(1, jnp.int32),
-                                     (ordered[1:] != ordered[:-1]).astype(jnp.int32)]))
-  inverse = jnp.zeros_like(rank).at[order].set(rank)  # entry → its distinct id's row
-  sizes = tuple(k for k in capacities if k < flat.size) + (flat.size,)
-
-  def at(k: int):
-    distinct = jnp.full((k,), ordered[0], ids.dtype).at[rank].set(ordered, mode="drop")
-    return jax.tree.map(lambda a: a[0, inverse].reshape(ids.shape + a.shape[2:]), fn(distinct))
-
-  branch = jnp.sum(rank[-1] + 1 > jnp.asarray(sizes[:-1], jnp.int32))
-  return jax.lax.switch(branch, [functools.partial(at, k) for k in sizes])
 
 
 def _blocks(x: Value, size: int, count: int) -> list[Value]:
@@ -419,8 +387,7 @@ class TreeLSTMClassifier(nnx.Module):
     chex.assert_rank(batch.token_ids, 2)
     rows, n_pad = batch.shape
     leaf = lambda ids, scale: self.cell.leaf(jax.nn.relu(self.input_pre_activation(ids, scale)))
-    # Without dropout a leaf's state depends on its word alone, and a batch repeats few words
-    # (26 distinct ids in a 256 × 64 batch of EX members): computed once per distinct id.
+    # Without dropout a leaf's state depends on its word alone: computed once per distinct id.
     h, c = (leaf(batch.token_ids, in_scale) if in_scale is not None else
             per_distinct_id(lambda ids: leaf(ids[None], None), batch.token_ids))
     noop = jnp.zeros((1, self.hidden), h.dtype)

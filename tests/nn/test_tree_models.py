@@ -10,7 +10,7 @@ from flax import nnx
 from arc_jax import interval as iv
 from arc_jax.data.trees import from_nested
 from arc_jax.nn.models import FrozenEmbedding
-from arc_jax.nn.tree_models import TreeLSTMClassifier, per_distinct_id, predict_tree
+from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation.trees import TreeBatchBuilder
 
 
@@ -73,20 +73,6 @@ def test_forward_matches_a_recursive_implementation():
   for b, tree in enumerate(trees):
     np.testing.assert_allclose(logits[b, :tree.num_nodes], reference_node_logits(model, tree),
                                rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("distinct", [1, 4, 5, 16, 17, 40])
-def test_per_distinct_id_gives_every_entry_the_row_of_its_id(distinct):
-  # Capacities 4 and 16 of 40 entries: up to 4 distinct ids run at 4, up to 16 at 16, the rest
-  # at all 40 (each capacity at its edges).
-  rng = np.random.default_rng(distinct)
-  values = rng.permutation(100)[:distinct]
-  ids = jnp.asarray(rng.permutation(values[np.arange(40) % distinct]).reshape(4, 10), jnp.int32)
-  table = rng.normal(size=(100, 3))
-  out = per_distinct_id(lambda d: (jnp.asarray(table)[d][None], 2 * d[None]), ids,
-                        capacities=(4, 16))
-  np.testing.assert_array_equal(out[0], table[np.asarray(ids)])
-  np.testing.assert_array_equal(out[1], 2 * np.asarray(ids))
 
 
 def test_interval_cell_is_exact_on_points_and_sound_on_boxes():
