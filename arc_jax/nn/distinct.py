@@ -34,7 +34,7 @@ def per_distinct_id(fn: Callable[[jax.Array], chex.ArrayTree], ids: jax.Array,
     ``distinct[k] = ids[b, n]``: ``fn(ids)`` up to the rounding of how ``fn`` batches its
     rows (a matmul may sum in another order for another K).
   """
-  flat = ids.reshape(-1)
+  flat = jnp.asarray(ids).reshape(-1)  # a host array indexed by traced positions below
   order = jnp.argsort(flat)
   ordered = flat[order]
   rank = jnp.cumsum(jnp.concatenate([jnp.zeros(1, jnp.int32),
