@@ -54,6 +54,11 @@ class Embeddings:
     """Row i + 1 → word i."""
     return tuple(self.vocab)
 
+  @property
+  def with_vectors(self) -> int:
+    """Number of requested words that have a vector (the vocabulary less its zero rows)."""
+    return len(self.vocab) - sum(w in self.vocab for w in self.missing)
+
 
 def _open_binary(path: Path):
   return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
@@ -169,6 +174,7 @@ class OovReport:
     dropped: number of tokens removed (not in the vocabulary).
     dropped_types: distinct removed words.
     empty: indices of sentences that had tokens and have none left (kept, as empty sentences).
+    sentences: number of sentences seen.
   """
 
   tokens: int
@@ -176,6 +182,12 @@ class OovReport:
   dropped: int
   dropped_types: frozenset[str]
   empty: tuple[int, ...]
+  sentences: int
+
+  @property
+  def empty_share(self) -> float:
+    """Share of sentences left empty."""
+    return len(self.empty) / max(self.sentences, 1)
 
   @property
   def token_coverage(self) -> float:
@@ -206,7 +218,8 @@ def count_oov(sentences: Sequence[Sequence[str]], vocab: Collection[str]) -> Oov
         empty.append(i)
     types.update(sentence)
     total += len(sentence)
-  return OovReport(total, len(types), dropped, frozenset(dropped_types), tuple(empty))
+  return OovReport(total, len(types), dropped, frozenset(dropped_types), tuple(empty),
+                   len(sentences))
 
 
 def drop_oov(sentences: Sequence[Sequence[str]], vocab: Collection[str],

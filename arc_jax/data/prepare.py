@@ -77,13 +77,15 @@ def _oov_stats(report: OovReport) -> dict[str, Any]:
   return {"tokens": report.tokens, "types": report.types, "dropped_tokens": report.dropped,
           "dropped_types": len(report.dropped_types),
           "token_coverage": round(report.token_coverage, 6),
-          "type_coverage": round(report.type_coverage, 6), "empty": list(report.empty)}
+          "type_coverage": round(report.type_coverage, 6), "empty": list(report.empty),
+          "empty_share": round(report.empty_share, 6)}
 
 
 def _common_stats(embeddings, synonyms, kind, max_candidates) -> dict[str, Any]:
   return {
       "vocab_size": len(embeddings.vocab) + 1,
       "vectors": str(embeddings.source),
+      "words_with_vectors": embeddings.with_vectors,
       "words_without_vectors": len(embeddings.missing),
       "synonyms": {"kind": kind, "max_candidates": max_candidates, "words": len(synonyms),
                    "candidates": sum(len(c) for c in synonyms.values())},
