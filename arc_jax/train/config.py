@@ -34,10 +34,15 @@ SPACE_NAMES = {
 """Short names of spaces in run names (:func:`space_key`): the paper's SST-2 spaces (S_review
 last), which its configs select by these keys (:data:`arc_jax.configs.PAPER_SPACES`)."""
 
-RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every", "data_dir")
+DATA_CHECK_FIELDS = ("min_vocab_coverage", "max_empty_share", "min_transformation_share")
+"""The thresholds of the data sanity checks (:func:`arc_jax.train.experiment.check_data`)."""
+
+RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every", "data_dir",
+                      *DATA_CHECK_FIELDS)
 """Fields that may differ when an unfinished run is resumed: they steer the process, not the
 result (``checkpoint_every`` and ``log_every`` only change when files are written; a moved data
-folder is checked by the data fingerprint of the checkpoints)."""
+folder is checked by the data fingerprint of the checkpoints; the data checks only refuse
+data)."""
 
 SPACE_MEMORY_LIMIT = 4 * 2**30
 """Bytes of DP states (:meth:`Signature.dp_memory_estimate` for a sentence of
@@ -58,6 +63,12 @@ FIELD_HELP = {
     "num_train": "use the first N training examples (default all)",
     "num_dev": "use the first N dev examples (default all)",
     "num_test": "use the first N test examples (default all)",
+    "min_vocab_coverage": "refuse a vector file that has vectors for less than this share of "
+                          "the vocabulary (0.0: no check)",
+    "max_empty_share": "refuse data with more than this share of a split's sentences left "
+                       "empty by the vocabulary (1.0: no check)",
+    "min_transformation_share": "refuse a space with a transformation that rewrites less than "
+                                "this share of the training sentences (0.0: no check)",
     "space": "perturbation space certified (arc), sampled (augment), attacked (hotflip) and "
              "reported on dev, e.g. [(Del,2),(Sub,2)]",
     "allow_large_space": "accept a space whose DP would need more than 4 GiB per batch",
@@ -103,6 +114,21 @@ FIELD_HELP = {
 """One line per config field, for ``train.py --help`` (a test checks it covers every field)."""
 
 
+NUMERIC_RANGES = (
+    (("lambda_start", "lambda_max", "eps_start", "eps_max", *DATA_CHECK_FIELDS), "in [0, 1]",
+     lambda v: 0.0 <= v <= 1.0),
+    (("dropout_rate",), "in [0, 1)", lambda v: 0.0 <= v < 1.0),
+    (("learning_rate", "grad_clip"), "> 0", lambda v: v > 0),
+    (("weight_decay", "embedding_lr_scale", "max_candidates", "early_stopping", "ramp_epochs",
+      "max_dp_shapes"), ">= 0", lambda v: v >= 0),
+    (("batch_size", "eval_batch_size", "log_every", "checkpoint_every", "num_epochs", "hidden",
+      "projection", "head_hidden", "num_train", "num_dev", "num_test", "max_steps"), ">= 1",
+     lambda v: v >= 1),
+)
+"""(fields, their range in words, its test) of the numeric fields :func:`validate` checks; unset
+ones (None: all examples, no step limit) pass. NaN fails every test."""
+
+
 class ConfigError(ValueError):
   """A setting that does not fit the others; the message names it and the choices or the fix."""
 
@@ -124,6 +150,12 @@ def default_config() -> ml_collections.ConfigDict:
   c.num_dev = config_dict.placeholder(int)
   c.num_test = config_dict.placeholder(int)
   c.data_dir = config_dict.placeholder(str)  # arc_jax.data.paths.data_folder
+  # Data sanity (arc_jax.train.experiment.check_data, which gives the shares of shared/data):
+  # refuse data whose vector file covers less of the vocabulary, whose splits are left emptier,
+  # or on whose training sentences a transformation of config.space fires less often than this.
+  c.min_vocab_coverage = 0.1
+  c.max_empty_share = 0.25
+  c.min_transformation_share = 0.001
   # The perturbation space certified (ARC), sampled (augment) and reported on dev.
   c.space = "[(Del,2),(Sub,2)]"
   c.allow_large_space = False  # see SPACE_MEMORY_LIMIT
@@ -293,11 +325,22 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
   if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in family.robust_losses:
     raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
                       f"{config.model!r}; choose one of {list(family.robust_losses)}.")
+  for names, allowed, holds in NUMERIC_RANGES:
+    for name in names:
+      if config[name] is not None and not holds(config[name]):
+        raise ConfigError(f"config.{name}={config[name]} must be {allowed}.")
   try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
     space = parse_space(config.space, synonyms={})
     family.check_space(space)
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
+  if not space.transformations:
+    raise ConfigError(f"config.space={config.space!r} has no transformation; list at least one, "
+                      "e.g. [(Del,2),(Sub,2)].")
+  for name, delta in zip(space.names, space.budgets):
+    if delta < 1:
+      raise ConfigError(f"config.space={config.space!r}: {name} has budget {delta} and never "
+                        "applies; give it a budget >= 1 or leave it out.")
   _check_space_size(space, config)
   if training and METHODS[config.method].check is not None:
     try:
@@ -313,13 +356,3 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
   if config.optimizer not in OPTIMIZERS:
     raise ConfigError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
                       f"{sorted(OPTIMIZERS)}.")
-  for name in ("lambda_start", "lambda_max"):
-    if not 0.0 <= config[name] <= 1.0:
-      raise ConfigError(f"config.{name}={config[name]} must be in [0, 1] (the weight of the "
-                        "robust loss).")
-  for name in ("max_candidates", "early_stopping", "ramp_epochs", "max_dp_shapes"):
-    if config[name] < 0:
-      raise ConfigError(f"config.{name}={config[name]} must be >= 0 .")
-  for name in ("batch_size", "eval_batch_size", "log_every", "checkpoint_every", "num_epochs"):
-    if config[name] < 1:
-      raise ConfigError(f"config.{name}={config[name]} must be >= 1.")

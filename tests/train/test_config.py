@@ -102,11 +102,33 @@ def test_tree_rows_follow_the_original_tree_script():
     (dict(space="[(Del,2)"), r"config.space=.*: .*position"),
     (dict(model="tree_lstm", dataset="sst_trees", space="[(Trans1,1)]"),
      "Trans1 .* has no tree counterpart"),
+    (dict(space="[]"), r"^config\.space='\[\]' has no transformation; list at least one"),
+    (dict(space="[(Del,2),(Sub,0)]"), r"^config\.space=.*: Sub has budget 0 and never applies; "
+     r"give it a budget >= 1 or leave it out\.$"),
 ])
 def test_model_dataset_method_and_optimizer_must_fit_together(changes, message):
   config = default_config()
   config.update(changes)
   with pytest.raises(ConfigError, match=message):
+    validate(config)
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("dropout_rate", 1.0, r"in \[0, 1\)"), ("learning_rate", 0.0, "> 0"),
+    ("grad_clip", -0.25, "> 0"), ("weight_decay", -1e-4, ">= 0"),
+    ("embedding_lr_scale", -0.1, ">= 0"), ("eps_max", 1.5, r"in \[0, 1\]"),
+    ("eps_start", float("nan"), r"in \[0, 1\]"), ("min_vocab_coverage", -0.1, r"in \[0, 1\]"),
+    ("max_empty_share", 2.0, r"in \[0, 1\]"), ("min_transformation_share", 1.5, r"in \[0, 1\]"),
+    ("hidden", 0, ">= 1"), ("projection", 0, ">= 1"), ("head_hidden", -1, ">= 1"),
+    ("num_train", 0, ">= 1"), ("num_test", -5, ">= 1"), ("max_steps", 0, ">= 1"),
+])
+def test_numeric_fields_outside_their_range_are_refused(field, value, allowed):
+  config = default_config()
+  config.update(dict(dropout_rate=0.0, eps_max=1.0, min_vocab_coverage=0.0, max_empty_share=1.0,
+                     weight_decay=0.0, num_train=1))  # the edges of the ranges pass
+  validate(config)
+  config[field] = value
+  with pytest.raises(ConfigError, match=rf"^config\.{field}={value} must be {allowed}\.$"):
     validate(config)
 
 
