@@ -68,6 +68,8 @@ class ModelFamily:
     examples: ``(split) -> (examples, labels)``, a split's examples (a list) and their int
       labels (n,).
     size: ``(example) -> int``, what batches are sorted and pooled by (``batch_order``).
+    tokens: ``(example) -> tuple[str, ...]``, its words (a tree's leaves, left to right), which
+      the data checks count the space's rewrites on (``arc_jax.train.experiment.check_data``).
     group: optional ``(builder, example) -> tuple[int, ...]``, sorted before the size when
       batches carry DP input: rows of one batch then mostly share it (sequences: the length
       bucket and the reachable budgets, so the DP runs on a smaller grid).
@@ -128,6 +130,7 @@ class ModelFamily:
   enumerate: Callable[..., Any]
   hotflip: Callable[..., Any]
   empty_examples: Callable[[Any], dict[str, Any]]
+  tokens: Callable[[Any], tuple[str, ...]] = tuple
   check_space: Callable[[Any], None] = _accepts_every_space
   trainable_embeddings: bool = False
   unsupported_methods: tuple[str, ...] = ()

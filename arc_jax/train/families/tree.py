@@ -202,5 +202,5 @@ TREE = ModelFamily(
     make_model=make_model, examples=examples, size=lambda tree: tree.num_nodes, lower=lower,
     put=put, forward=forward, certify=certify, targets=targets, rows=rows, sample=sample,
     attack=attack, enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples,
-    check_space=tree_space, trainable_embeddings=True)
+    tokens=lambda tree: tree.tokens, check_space=tree_space, trainable_embeddings=True)
 """Tree-LSTMs on SST trees (``config.model = "tree_lstm"``)."""
