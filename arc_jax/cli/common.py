@@ -11,12 +11,13 @@ import jax
 from arc_jax.data import DataFileError, DataFileNotFoundError
 from arc_jax.perturbation import SpecError
 from arc_jax.train import ConfigError, RunExistsError, RunNotFoundError
+from arc_jax.train.checkpoints import RunDamagedError, RunNotWritableError
 
 USAGE_ERROR = 2
 """Exit status of a user error (a bad flag, config, run directory or data file), as argparse."""
 
 USER_ERRORS = (ConfigError, SpecError, DataFileNotFoundError, DataFileError, RunExistsError,
-               RunNotFoundError)
+               RunNotFoundError, RunDamagedError, RunNotWritableError)
 """Errors whose message names the problem and the fix: printed as one line, never a traceback."""
 
 MULTIHOST_ENV = {"coordinator_address": "JAX_COORDINATOR_ADDRESS",

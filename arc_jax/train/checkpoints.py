@@ -6,8 +6,9 @@ Layout of ``workdir``::
   metrics.jsonl   one JSON object per log interval ("kind": "train") and per epoch ("epoch")
   tensorboard/    the same numbers as TensorBoard event files (tag "<kind>/<field>")
   summary.json    written when training ends; its presence marks a finished run
-  checkpoints/    the latest checkpoint (Orbax): train state, metric totals of the running epoch
-                  and a JSON "meta" item (step, epoch, selection state, data fingerprint)
+  checkpoints/    the two latest checkpoints (Orbax): train state, metric totals of the running
+                  epoch and a JSON "meta" item (step, epoch, selection state, data fingerprint);
+                  a damaged latest one is skipped for the one before
   best/           the parameters of the selected (best dev) epoch, with their meta
   eval/           results of experiments/evaluate.py
 
@@ -17,9 +18,14 @@ A checkpoint's step identifies the data position: epoch ``step // steps_per_epoc
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import shutil
+import sys
+import textwrap
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +55,48 @@ class RunNotFoundError(FileNotFoundError):
   """The work directory is not a run directory, or holds no checkpoint of the kind asked for."""
 
 
+class RunDamagedError(RuntimeError):
+  """A file of the run directory cannot be read: its config.json, or every checkpoint of a kind."""
+
+
+class RunNotWritableError(PermissionError):
+  """The run directory, or one of its files, cannot be written."""
+
+
+def read_only_part(path) -> Path | None:
+  """What stops ``path`` from being written: it, or the nearest folder above it that exists,
+  when this process may not write there; None when nothing does."""
+  path = Path(path)
+  existing = next(p for p in (path, *path.parents) if p.exists())
+  return None if os.access(existing, os.W_OK) else existing
+
+
+def _damage(error: Exception) -> str:
+  """How a restore failed, shortened (TensorStore's messages run to kilobytes)."""
+  return textwrap.shorten(f"{type(error).__name__}: {error}", 160, placeholder=" …")
+
+
+@functools.cache
+def _quiet_failed_restores() -> None:
+  """Called before a restore. When one fails (a damaged checkpoint), Orbax closes its event loop
+  with reads still running, and their ends are reported as dozens of tracebacks on stderr, some
+  after the restore returned: TensorStore's callbacks on the closed loop ("Event loop is closed",
+  unraisable), the reads that failed too ("Task exception was never retrieved") and those never
+  started ("coroutine ... was never awaited"). From then on, those reports are dropped: the
+  restore's own error says what is damaged."""
+  report = sys.unraisablehook
+
+  def hook(unraisable):
+    if not (isinstance(unraisable.exc_value, RuntimeError)
+            and str(unraisable.exc_value) == "Event loop is closed"):
+      report(unraisable)
+
+  sys.unraisablehook = hook
+  logging.getLogger("asyncio").addFilter(
+      lambda record: not record.getMessage().startswith("Task exception was never retrieved"))
+  warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+
+
 class RunDirectory:
   """The files of one training run (see the module docstring)."""
 
@@ -75,8 +123,17 @@ class RunDirectory:
     A finished run is never replaced silently: it raises :class:`RunExistsError` unless
     ``overwrite`` (then :meth:`claim` deletes this run's files, only those, see ``RUN_FILES``).
     An unfinished run is resumed if its config equals ``config`` up to ``RUN_CONTROL_FIELDS``.
+    A directory (or one of its run files) that cannot be written raises
+    :class:`RunNotWritableError` now, before any work that it would lose.
     """
-    return self._check(config.to_dict(), overwrite)
+    if self.path.exists() and not self.path.is_dir():
+      raise RunExistsError(f"{self.path} is a file, not a run directory; choose another --workdir.")
+    resumed = self._check(config.to_dict(), overwrite)
+    blocked = next(filter(None, map(read_only_part, (self.path, *self.run_files()))), None)
+    if blocked is not None:
+      raise RunNotWritableError(f"cannot write to {blocked} (read-only): make it writable "
+                                f"(chmod -R u+w {blocked}) or choose another --workdir.")
+    return resumed
 
   def claim(self, config: ml_collections.ConfigDict, resumed: bool, overwrite: bool = False
             ) -> None:
@@ -114,22 +171,30 @@ class RunDirectory:
                            "another --workdir.")
     return False
 
+  def run_files(self) -> list[Path]:
+    """This run's files and folders (``RUN_FILES``) that exist."""
+    return [self.path / name for name in RUN_FILES if (self.path / name).exists()]
+
   def remove(self) -> None:
     """Deletes this run's files (``RUN_FILES``), nothing else in the directory."""
-    for name in RUN_FILES:
-      target = self.path / name
+    for target in self.run_files():
       if target.is_dir():
         shutil.rmtree(target)
-      elif target.exists():
+      else:
         target.unlink()
 
   def config(self) -> ml_collections.ConfigDict:
     """The run's config; fields added after it was written take their defaults."""
     if not self.config_file.exists():
-      where = "does not exist" if not self.path.exists() else "holds no config.json"
+      where = ("does not exist" if not self.path.exists() else "is a file"
+               if not self.path.is_dir() else "holds no config.json")
       raise RunNotFoundError(f"{self.path} {where}: it is not a run directory (train one with "
                              "experiments/train.py --workdir, or pass the --workdir of one).")
-    return with_defaults(json.loads(self.config_file.read_text()))
+    try:
+      return with_defaults(json.loads(self.config_file.read_text()))
+    except ValueError as error:  # cut short or garbled
+      raise RunDamagedError(f"{self.config_file} is damaged ({_damage(error)}): restore it, or "
+                            "train again with --overwrite.") from error
 
   def require_checkpoint(self, which: str) -> None:
     """Raises :class:`RunNotFoundError` unless the run has a ``"best"`` or ``"latest"``
@@ -188,7 +253,8 @@ def _abstract(tree):
 
 
 class Checkpoints:
-  """The latest checkpoint (to resume) and the best one (to evaluate), each kept alone.
+  """The two latest checkpoints (to resume, the older one in case the newer one is damaged) and
+  the best one (to evaluate).
 
   Args:
     path: the run directory.
@@ -196,14 +262,16 @@ class Checkpoints:
   """
 
   def __init__(self, path, read_only: bool = False):
-    def manager(name):
-      options = ocp.CheckpointManagerOptions(
-          preservation_policy=ocp.checkpoint_managers.LatestN(1), read_only=read_only,
-          create=not read_only, cleanup_tmp_directories=not read_only)
-      return ocp.CheckpointManager(Path(path).absolute() / name, options=options)
+    self.path, self.read_only = Path(path), read_only
 
-    self.latest = manager("checkpoints")
-    self.best = manager("best")
+    def manager(name, keep):
+      options = ocp.CheckpointManagerOptions(
+          preservation_policy=ocp.checkpoint_managers.LatestN(keep), read_only=read_only,
+          create=not read_only, cleanup_tmp_directories=not read_only)
+      return ocp.CheckpointManager(self.path.absolute() / name, options=options)
+
+    self.latest = manager("checkpoints", 2)
+    self.best = manager("best", 1)
 
   def save_latest(self, state, totals, meta: dict[str, Any]) -> None:
     """Saves (train state, metric totals, meta) at step ``meta["step"]``."""
@@ -212,17 +280,39 @@ class Checkpoints:
         meta=ocp.args.JsonSave(meta)))
 
   def restore_latest(self, state, totals):
-    """(state, totals, meta) of the latest checkpoint, or None if there is none.
+    """(state, totals, meta) of the newest readable latest checkpoint, or None if there is none.
 
-    ``state`` and ``totals`` give the structure, shapes and shardings to restore into.
+    ``state`` and ``totals`` give the structure, shapes and shardings to restore into. A damaged
+    checkpoint (a file cut short, garbled or missing) is skipped for the one before it, with a
+    warning, and deleted unless read-only (Orbax would not save again at its step or before).
+
+    Raises:
+      RunDamagedError: every checkpoint is damaged.
     """
-    step = self.latest.latest_step()
-    if step is None:
-      return None
-    restored = self.latest.restore(step, args=ocp.args.Composite(
+    args = ocp.args.Composite(
         state=ocp.args.StandardRestore(_abstract({"train": state, "totals": totals})),
-        meta=ocp.args.JsonRestore()))
-    return restored.state["train"], restored.state["totals"], restored.meta
+        meta=ocp.args.JsonRestore())
+    _quiet_failed_restores()
+    damaged = {}
+    for step in sorted(self.latest.all_steps(), reverse=True):
+      try:
+        restored = self.latest.restore(step, args=args)
+      except Exception as error:  # pylint: disable=broad-except  (each reader raises its own)
+        damaged[step] = _damage(error)
+        continue
+      for bad, damage in damaged.items():
+        logger.warning("The latest checkpoint of %s (step %d) is damaged (%s); using the one of "
+                       "step %d%s.", self.path, bad, damage, step,
+                       "" if self.read_only else ", and deleting the damaged one")
+        if not self.read_only:
+          self.latest.delete(bad)
+      return restored.state["train"], restored.state["totals"], restored.meta
+    if damaged:
+      step = max(damaged)
+      raise RunDamagedError(f"the latest checkpoint of {self.path} (step {step}) is damaged "
+                            f"({damaged[step]}) and no earlier one is readable: delete "
+                            f"{self.path / 'checkpoints'} or train again with --overwrite.")
+    return None
 
   def save_best(self, params, meta: dict[str, Any]) -> None:
     """Saves the best parameters and waits, so that no later "latest" can name a lost best."""
@@ -231,13 +321,23 @@ class Checkpoints:
     self.best.wait_until_finished()
 
   def restore_best(self, params):
-    """(params, meta) of the best checkpoint, restored into the structure of ``params``."""
+    """(params, meta) of the best checkpoint, restored into the structure of ``params``.
+
+    Raises:
+      RunNotFoundError: there is none.
+      RunDamagedError: it is damaged (it is the only one: an older one holds another epoch).
+    """
     step = self.best.latest_step()
     if step is None:
       raise RunNotFoundError(f"No best checkpoint in {self.best.directory}: the run has not "
                              "finished an epoch yet (train it with experiments/train.py).")
-    restored = self.best.restore(step, args=ocp.args.Composite(
-        params=ocp.args.StandardRestore(_abstract(params)), meta=ocp.args.JsonRestore()))
+    _quiet_failed_restores()
+    try:
+      restored = self.best.restore(step, args=ocp.args.Composite(
+          params=ocp.args.StandardRestore(_abstract(params)), meta=ocp.args.JsonRestore()))
+    except Exception as error:  # pylint: disable=broad-except  (each reader raises its own)
+      raise RunDamagedError(f"the best checkpoint of {self.path} (step {step}) is damaged "
+                            f"({_damage(error)}): train again with --overwrite.") from error
     return restored.params, restored.meta
 
   def close(self) -> None:
