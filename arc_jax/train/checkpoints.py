@@ -4,7 +4,8 @@ Layout of ``workdir``::
 
   config.json     the resolved config (written once, when the run starts)
   metrics.jsonl   one JSON object per log interval ("kind": "train") and per epoch ("epoch")
-  tensorboard/    the same numbers as TensorBoard event files (tag "<kind>/<field>")
+  tensorboard/    the same numbers as TensorBoard event files (tag "<kind>/<field>"), one file
+                  per stretch between checkpoints (each is complete when its checkpoint is saved)
   summary.json    written when training ends; its presence marks a finished run
   checkpoints/    the two latest checkpoints (Orbax): train state, metric totals of the running
                   epoch and a JSON "meta" item (step, epoch, selection state, data fingerprint);
@@ -215,15 +216,19 @@ class RunDirectory:
     if jax.process_index() == 0:
       with self.metrics_file.open("a") as f:
         f.write(json.dumps(record) + "\n")
-      events = self._events or self._open_events(None)
+      events = self._events or self._open_events(record["step"])
       for key, value in record.items():
         if key not in _NOT_SCALARS and isinstance(value, (int, float)):
           events.add_scalar(f"{record.get('kind', 'metrics')}/{key}", value, record["step"])
 
-  def _open_events(self, purge_step: int | None):
+  def _open_events(self, step: int, purge: bool = False):
+    """A new event file for the events from ``step`` on; ``purge`` drops those of the earlier
+    files from ``step`` on. Its name ends with the step, so that files opened in the same second
+    (the name's time) keep their order and do not overwrite each other."""
     self.close()
     self._events = tensorboardX.SummaryWriter(str(self.path / "tensorboard"),
-                                              purge_step=purge_step, flush_secs=30)
+                                              purge_step=step if purge else None, flush_secs=30,
+                                              filename_suffix=f".{step:010d}")
     return self._events
 
   def truncate_log(self, step: int) -> None:
@@ -231,14 +236,16 @@ class RunDirectory:
     opens the TensorBoard writer."""
     if jax.process_index() != 0:
       return
-    self._open_events(step + 1)
+    self._open_events(step + 1, purge=True)
     if not self.metrics_file.exists():
       return
     lines = self.metrics_file.read_text().splitlines(keepends=True)
     self.metrics_file.write_text("".join(l for l in lines if json.loads(l)["step"] <= step))
 
   def close(self) -> None:
-    """Flushes the TensorBoard events."""
+    """Writes out the TensorBoard events and closes their file (the next :meth:`log` opens
+    another). Only closing is sure to write them all: tensorboardX queues events for a thread,
+    and its flush writes those the thread has taken."""
     if self._events is not None:
       self._events.close()
       self._events = None

@@ -188,6 +188,12 @@ class _Trainer:
     self.run.truncate_log(step)
     return state, totals, saved
 
+  def _save(self, state, totals, meta: dict[str, Any]) -> None:
+    """The latest checkpoint, after the TensorBoard events up to it: whatever kills the process
+    then, the events of every step the next run does not replay are on disk."""
+    self.run.close()
+    self.checkpoints.save_latest(state, totals, meta)
+
   def _evaluate(self, params, split: str) -> dict[str, Any]:
     """Accuracy and certified accuracy (under ``config.space``) of ``params`` on ``split``.
 
@@ -253,7 +259,7 @@ class _Trainer:
           return self._stopped(step)
         state, totals, step = self._train_epoch(state, totals, step, epoch, progress)
         if step % spe:
-          self.checkpoints.save_latest(state, totals, dict(progress, step=step))
+          self._save(state, totals, dict(progress, step=step))
           return self._stopped(step)
         if not self._close_epoch(state, totals, step, progress):
           return self._stopped(step)
@@ -270,11 +276,11 @@ class _Trainer:
     try:
       self._end_epoch(state, totals, step, step // self.steps_per_epoch - 1, progress)
     except Interrupted:
-      self.checkpoints.save_latest(state, totals, dict(progress, step=step, evaluating=True))
+      self._save(state, totals, dict(progress, step=step, evaluating=True))
       return False
     progress["train_seconds"] += progress["epoch_seconds"]
     progress.update(step=step, epoch_seconds=0.0)
-    self.checkpoints.save_latest(state, parallel.put(zero_totals(), self.replicated), progress)
+    self._save(state, parallel.put(zero_totals(), self.replicated), progress)
     return True
 
   def _train_epoch(self, state, totals, step: int, epoch: int, progress):
@@ -327,7 +333,7 @@ class _Trainer:
         break
       if step % c.checkpoint_every == 0 and step % spe:
         seconds = previous + time.perf_counter() - start_time
-        self.checkpoints.save_latest(state, totals, dict(
+        self._save(state, totals, dict(
             progress, step=step, epoch_seconds=seconds, logged=_floats(logged)))
     jax.block_until_ready(state)
     progress.update(epoch_seconds=previous + time.perf_counter() - start_time,
