@@ -50,7 +50,7 @@ from arc_jax import parallel
 from arc_jax.attacks.journal import Journal, digest
 from arc_jax.data.paths import data_folder
 from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
-from arc_jax.train.checkpoints import Checkpoints, RunDirectory
+from arc_jax.train.checkpoints import Checkpoints, RunDirectory, read_only_part
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, build_experiment, data_fingerprint
 from arc_jax.train.export import has_exported_model, load_model
@@ -245,9 +245,14 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   journal = None
   if resume and "ex" in names and jax.process_count() == 1:
     path = results_path(workdir, {**results, "metrics": dict.fromkeys(names)}, shortcut)
-    journal = Journal(path.with_suffix(".progress.jsonl"), {
-        "params": digest(*jax.tree.leaves(params)), "data": fingerprint,
-        **{k: results[k] for k in ("split", "space", "synonyms", "max_candidates", "first")}})
+    blocked = read_only_part(path)
+    if blocked is None:
+      journal = Journal(path.with_suffix(".progress.jsonl"), {
+          "params": digest(*jax.tree.leaves(params)), "data": fingerprint,
+          **{k: results[k] for k in ("split", "space", "synonyms", "max_candidates", "first")}})
+    else:
+      logger.warning("Cannot write to %s (read-only): the exhaustive search keeps no progress "
+                     "file, so a stop loses it.", blocked)
   context = metric_registry.Context(
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,

@@ -2,14 +2,16 @@
 [--space SPEC] [--split test] [--metrics acc,cf,ex,hf,exact] [--beam 5] [--first N] [--no-shortcut]
 [--checkpoint best|latest] [--output FILE] [--multihost ...].
 
-Writes the results JSON to RUN/eval/<split>[_first<N>]_<space>[_<metrics>][_audit].json (metrics
-named when fewer than the model's; and to --output) and prints it. Exits with status 1 if CF ≤ EX ≤ HF ≤
-Acc fails (per example, over the metrics computed) or, with --no-shortcut, if a certified example
-has a misclassified member (an audit failure); with status 2 and one line naming the fix if a
-setting does not fit the run (the run directory and its checkpoint are checked before any data
-is loaded); with 130 (143) and one line on Ctrl-C (SIGTERM), writing no results. The exhaustive
-search (ex) keeps the examples it has decided in RUN/eval/<results name>.progress.jsonl as it
-goes, so the same command resumes it after a stop (--no-resume neither reads nor writes it).
+Prints the results JSON and writes it to
+RUN/eval/<split>[_first<N>]_<space>[_<metrics>][_audit].json (metrics named when fewer than the
+model's; and to --output). Exits with status 1 if CF ≤ EX ≤ HF ≤ Acc fails (per example, over the
+metrics computed) or, with --no-shortcut, if a certified example has a misclassified member (an
+audit failure); with status 2 and one line naming the fix if a setting does not fit the run (the
+run directory and its checkpoint are checked before any data is loaded; a damaged latest
+checkpoint gives way to the one before) or the results cannot be written; with 130 (143) and one
+line on Ctrl-C (SIGTERM), writing no results. The exhaustive search (ex) keeps the examples it has
+decided in RUN/eval/<results name>.progress.jsonl as it goes, so the same command resumes it after
+a stop (--no-resume neither reads nor writes it).
 See arc_jax.evaluation and experiments/README.md.
 """
 
@@ -87,11 +89,15 @@ def main(argv=None) -> int:
     return common.error(error)
   if jax.process_index() > 0:
     return status
-  paths = [results_path(args.workdir, results, args.shortcut)]
-  paths += [args.output] if args.output else []
-  for path in paths:
-    write_results(results, path)
-  print(json.dumps(results, indent=2))
+  print(json.dumps(results, indent=2))  # first: a folder that cannot be written loses no numbers
+  # --output first: written even where the run's eval/ cannot be.
+  for path in filter(None, (args.output, results_path(args.workdir, results, args.shortcut))):
+    try:
+      write_results(results, path)
+    except OSError as failure:
+      return common.error(f"could not write the results printed above to {path} "
+                          f"({failure.strerror}): make its folder writable, or pass --output FILE "
+                          "in one that is.")
   return status
 
 
