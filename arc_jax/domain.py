@@ -59,6 +59,12 @@ class Domain(Protocol):
   (interval wrapping): on a trained LSTM and a 36-word test sentence, the lower ends of the
   unperturbed slot's box gave logits 1.05 away from the concrete ones, a flipped prediction."""
 
+  refines: Domain | None
+  """A coarser domain whose certificate the certification DPs compute beside this domain's and
+  intersect with it (:func:`arc_jax.certify.certificate.intersect`), so that this domain's bounds
+  are never looser than that one's, in floating point too: the two compiled programs round the
+  shared head differently, by about an ulp. None for a domain that refines none."""
+
   def representative(self, x: Value) -> jax.Array:
     """One concrete array of ``x``'s set (the clean features when ``x`` holds the clean input
     alone and :attr:`exact_on_points`)."""

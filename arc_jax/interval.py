@@ -249,6 +249,11 @@ class IntervalDomain:
     concrete operation on them); outward rounding widens them."""
     return not self.round_outward
 
+  @property
+  def refines(self) -> None:
+    """The interval domain refines no other."""
+    return None
+
   def representative(self, x: Value) -> jax.Array:
     """A concrete array inside the box (its lower ends)."""
     return as_interval(x).lo

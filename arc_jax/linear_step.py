@@ -16,7 +16,10 @@ same h through W_hh. The relaxation keeps that dependence within the step:
    and o·tanh(c') another McCormick plane: h' gets linear bounds in v;
 4. each linear bound is minimised (maximised) exactly over the input box (:func:`_concretize`),
    for two choices of McCormick planes, the better one kept per neuron; the result is intersected
-   with the interval step, so it is never looser than the interval domain.
+   with the interval step. The boxes between steps are therefore nested in the interval DP's,
+   but the head after them is compiled and rounded apart from the interval DP's own, so the
+   certificate is intersected with the interval certificate too (:attr:`LinearStepDomain.refines`):
+   its logit and margin bounds are never looser than the interval domain's, in floating point.
 
 Every linear bound is a *neuron-wise* form: neuron k's bound involves only the pre-activations
 p_{i,k}, p_{f,k}, p_{o,k}, p_{g,k}, the cell state c_k and a constant (:class:`Form`); the
@@ -320,6 +323,12 @@ class LinearStepDomain(iv.IntervalDomain):
 
   Only the outward-rounded variant exists (certificates; ``round_outward`` must stay True).
   """
+
+  @property
+  def refines(self) -> iv.IntervalDomain:
+    """The sound interval domain: certificates are intersected with its own, so they are never
+    looser, exactly (the boxes between steps are nested, but the head is rounded differently)."""
+    return iv.SOUND
 
   def __post_init__(self):
     if not self.round_outward:

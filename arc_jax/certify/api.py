@@ -15,8 +15,8 @@ from flax import nnx
 
 from arc_jax import interval as iv
 from arc_jax import parallel
-from arc_jax.certify.attention_dp import POOLED_FEATURES
-from arc_jax.certify.certificate import Certificate
+from arc_jax.certify.attention_dp import attention_features
+from arc_jax.certify.certificate import Certificate, certified_by, intersect
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.certify.tree_dp import certify_tree_model
 from arc_jax.data.trees import Tree
@@ -56,6 +56,22 @@ def certify_model(model: nnx.Module, space, batch, labels: jax.Array,
                   f"register one with certify_model.register({type(model).__name__}, fn).")
 
 
+FEATURES_DP = {"final": certified_features, "mean": certified_features,
+               "attention": attention_features}
+"""``model.pooling`` → the DP that bounds the pooled features over S(x): the final state and the
+mean over the decomposition slots (:func:`~arc_jax.certify.lstm_dp.certified_features`), a pooling
+over the states at every position over the per-position state boxes
+(:func:`~arc_jax.certify.attention_dp.attention_features`). A new pooling adds its entry."""
+
+
+def features_dp(pooling: str):
+  """The entry of :data:`FEATURES_DP` for ``pooling``; a ValueError for a pooling without one."""
+  if pooling not in FEATURES_DP:
+    raise ValueError(f"No certification DP for pooling={pooling!r}; the DPs cover "
+                     f"{sorted(FEATURES_DP)} (add an entry to FEATURES_DP).")
+  return FEATURES_DP[pooling]
+
+
 def certify_sequence_model(model: LSTMClassifier, space: Space | Signature, plan: Plan,
                            labels: jax.Array, eps: jax.Array | float = 1.0,
                            dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND
@@ -71,14 +87,19 @@ def certify_sequence_model(model: LSTMClassifier, space: Space | Signature, plan
     dropout_key: applies the head's dropout (training); None for certification.
     domain: the abstract domain (static): :data:`arc_jax.interval.SOUND` (default) for a
       certificate that holds in floating point, :data:`arc_jax.interval.UNROUNDED` for the
-      cheaper surrogate bounds of training objectives.
+      cheaper surrogate bounds of training objectives. A domain that ``refines`` another (the
+      linear-step domain refines the sound intervals) is intersected with that domain's
+      certificate, so its bounds are never looser, in floating point too.
   """
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
-  features = POOLED_FEATURES.get(model.pooling, certified_features)
-  box, clean = features(model, space.signature, plan, eps, domain)
-  return certificate_from_features(model, box, clean, labels, dropout_key, domain)
+  box, clean = features_dp(model.pooling)(model, space.signature, plan, eps, domain)
+  cert = certificate_from_features(model, box, clean, labels, dropout_key, domain)
+  if domain.refines is None:
+    return cert
+  coarse = certify_sequence_model(model, space, plan, labels, eps, dropout_key, domain.refines)
+  return intersect(cert, coarse, labels)
 
 
 certify_model.register(LSTMClassifier, certify_sequence_model)
@@ -100,9 +121,7 @@ def certificate_from_features(model: LSTMClassifier, box: iv.Value, clean: jax.A
                                      model.head_out.bias[...])
   rows = jnp.arange(labels.shape[0])
   margins = pairs[rows, labels].at[rows, labels].set(0.0)  # (B, K): z_y − z_j, 0 at j = y
-  others = jnp.arange(margins.shape[1])[None, :] != labels[:, None]
-  certified = jnp.all(jnp.where(others, margins > 0, True), axis=1)
-  return Certificate(logits, model.head_out(hidden_clean), margins, certified)
+  return Certificate(logits, model.head_out(hidden_clean), margins, certified_by(margins, labels))
 
 
 def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None, *,
@@ -128,13 +147,22 @@ def make_certify_fn(graphdef: nnx.GraphDef, space, domain: Domain = iv.SOUND, **
   """A pure ``certify_fn(state, batch, labels, eps=1.0, dropout_key=None, **options) ->
   Certificate`` of any model family (:func:`certify_model`).
 
+  Refuses a space given as a string, and float64 parameters while JAX's 64-bit mode is off.
   ``graphdef, state = nnx.split(model)`` once (or ``graphdef, params, rest =
   nnx.split(model, nnx.Param, ...)`` and pass ``state=(params, rest)`` to differentiate with
   respect to the parameters only). The returned function depends only on its arguments, so it can
   be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``. ``domain`` (static) is the abstract
   domain of the DP; ``options`` the family's (e.g. ``join`` for Tree-LSTMs).
   """
-  return functools.partial(_certify_state, graphdef, space.signature, domain=domain, **options)
+  check_space(space)
+  certify_fn = functools.partial(_certify_state, graphdef, space.signature, domain=domain,
+                                 **options)
+
+  def checked(state, *args, **kwargs):
+    check_state(state)  # concrete leaves only: under a trace they are already canonical
+    return certify_fn(state, *args, **kwargs)
+
+  return checked
 
 
 MAX_GRID_SLOTS = 1024
@@ -161,6 +189,44 @@ def check_grid(sig: Signature | TreeSignature, space, batch_size: int, hidden: i
       f"({'×'.join(map(str, sig.grid))}); certifying batches of {batch_size} needs about "
       f"{gib:.1f} GiB for the DP's state boxes. Lower the budgets or the batch size, or pass "
       f"max_grid_slots={slots} to proceed.")
+
+
+def check_space(space) -> None:
+  """Refuses a space given as its spec string (certification needs the parsed space, whose
+  transformations hold their lexicons)."""
+  if isinstance(space, str):
+    raise ValueError(f"space is the string {space!r}, not a parsed space: pass "
+                     f"arc_jax.perturbation.parse_space({space!r}, synonyms=..., stopwords=...).")
+
+
+def check_state(state) -> None:
+  """Refuses float64 arrays among the concrete leaves of ``state`` (a model, state or tuple of
+  states) while JAX's 64-bit mode is off: JAX would compute them in float32 without a word."""
+  if jax.dtypes.canonicalize_dtype(jnp.float64) == jnp.float64:
+    return
+  leaves = jax.tree.leaves(nnx.state(state) if isinstance(state, nnx.Module) else state)
+  if any(getattr(leaf, "dtype", None) == np.float64 for leaf in leaves):
+    raise ValueError("The model has float64 parameters, but JAX's 64-bit mode is off (JAX would "
+                     "compute in float32): call jax.config.update('jax_enable_x64', True) at "
+                     "startup, set JAX_ENABLE_X64=1, or cast the parameters to float32.")
+
+
+def check_vocab(vocab: Mapping[str, int], rows: int) -> None:
+  """Refuses a vocabulary with an id outside the embedding table's ``rows`` (the gather would
+  read another word's vector)."""
+  bad = next(((w, i) for w, i in vocab.items() if not 0 <= i < rows), None)
+  if bad is not None:
+    raise ValueError(f"The vocabulary maps {bad[0]!r} to id {bad[1]}, outside the model's "
+                     f"embedding table of {rows} rows (ids 0..{rows - 1}): pass the vocabulary "
+                     "the model was built with.")
+
+
+def check_inputs(model: nnx.Module, space, vocab: Mapping[str, int]) -> None:
+  """The checks of :func:`certify`'s inputs that cost nothing: the space parsed, no float64
+  parameters without 64-bit mode, every vocabulary id a row of the embedding table."""
+  check_space(space)
+  check_state(model)
+  check_vocab(vocab, model.embeddings[...].shape[0])
 
 
 def _check_examples(examples: Sequence, labels, num_classes: int, what: str, fix: str
@@ -262,9 +328,11 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
 
   Raises:
     ValueError: (one line, naming the fix) no sentences, a sentence given as a string, no labels,
-      labels of the wrong length or outside the model's classes, or a space whose decomposition
-      grid exceeds ``max_grid_slots``.
+      labels of the wrong length or outside the model's classes, a space given as a string, a
+      space whose decomposition grid exceeds ``max_grid_slots``, float64 parameters while JAX's
+      64-bit mode is off, or a vocabulary id outside the embedding table.
   """
+  check_inputs(model, space, vocab)
   labels = _check_examples(sentences, labels, model.num_classes, "sentence",
                            "each a list of tokens, e.g. 'a good movie'.split()")
   if labels is None:
@@ -314,6 +382,7 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
     batch_size, eps, join: as for :func:`~arc_jax.certify.tree_dp.certify_tree_model`.
     max_grid_slots: see :func:`certify`.
   """
+  check_inputs(model, space, vocab)
   num_classes = model.num_classes
   given = _check_examples(trees, labels, num_classes, "tree",
                           "each an arc_jax.data.Tree, e.g. from_nested(('a', ('good', 'movie')))")

@@ -332,8 +332,3 @@ def attention_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   clean = model.attend(domain.representative(origin), mask[:, 0])
   return joined, clean
 
-
-POOLED_FEATURES = {"attention": attention_features}
-"""``model.pooling`` → the features DP of a pooling over the states at every position (the
-final-state and mean poolings use :func:`~arc_jax.certify.lstm_dp.certified_features`); another
-such pooling adds its entry here."""

@@ -32,9 +32,10 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.certify.api import Certificate, certificate_from_features, certify_model
+from arc_jax.certify.api import (Certificate, certificate_from_features, certify_model, check_state,
+                                 check_vocab)
 from arc_jax.certify.lstm_dp import replacement_gates
-from arc_jax.domain import Domain, concatenate
+from arc_jax.domain import Domain
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.perturbation.plans import Plan, PlanBuilder, reverse_plan
@@ -68,9 +69,11 @@ def check_interval_space(space: Space | Signature) -> None:
                      "the others with the DP (ARC-A3T) or augment them.")
 
 
-def _interval_run(cell: LSTMCell, gates: iv.Value, lengths: jax.Array, pooling: str,
-                  domain: Domain) -> iv.Value:
-  """The interval LSTM over per-position gate boxes (B, N, 4H): the pooled box (B, H).
+def _interval_run(cell: LSTMCell, gates: iv.Value, lengths: jax.Array, domain: Domain
+                  ) -> tuple[iv.Value, iv.Value, iv.Value]:
+  """The interval LSTM over per-position gate boxes (B, N, 4H): boxes of the final state (B, H),
+  of the sum of the states (B, H) and of the state at every position (B, N, H), the run that
+  :meth:`LSTMClassifier.pool` pools.
 
   Soundness: each step is the sound interval cell on boxes containing every concrete input and
   state; padded positions keep the state (as the concrete ``LSTMClassifier._run``).
@@ -86,13 +89,11 @@ def _interval_run(cell: LSTMCell, gates: iv.Value, lengths: jax.Array, pooling: 
     g, r = inputs
     new = cell.step(state, g, domain=d)
     state = tuple(d.where(r, a, b) for a, b in zip(new, state))
-    return (state, d.where(r, d.add(total, state[0]), total)), None
+    return (state, d.where(r, d.add(total, state[0]), total)), state[0]
 
-  ((h, _), total), _ = jax.lax.scan(body, ((zeros, zeros), zeros),
-                                    (jax.tree.map(time_major, gates), real))
-  if pooling == "final":
-    return h
-  return d.scale(total, 1.0 / jnp.maximum(lengths, 1)[:, None].astype(gates.dtype))
+  ((h, _), total), states = jax.lax.scan(body, ((zeros, zeros), zeros),
+                                         (jax.tree.map(time_major, gates), real))
+  return h, total, jax.tree.map(time_major, states)
 
 
 def interval_features(model: LSTMClassifier, space: Space | Signature, plan: Plan,
@@ -106,15 +107,17 @@ def interval_features(model: LSTMClassifier, space: Space | Signature, plan: Pla
   sig = space.signature
   check_interval_space(sig)
   plan = jax.tree.map(jnp.asarray, plan)
-  boxes = []
+  runs = []
   for direction, cell in enumerate(model.cells):
     p = plan if direction == 0 else reverse_plan(plan, sig)
     box = domain.lift(cell.input_gates(model.projection(model.embed(p.token_ids))))
     for gates, tp in zip(replacement_gates(model, cell, p, sig, eps, domain), p.transformations):
+      if gates is None:  # a 1→1 repetition writes the token itself: the box holds it already
+        continue
       first = jax.tree.map(lambda a: a[:, :, 0], gates)
       box = domain.where(tp.match[..., None], domain.join(box, first), box)
-    boxes.append(_interval_run(cell, box, p.lengths, model.pooling, domain))
-  return concatenate(boxes), model.features(plan.token_ids, plan.lengths)
+    runs.append(_interval_run(cell, box, p.lengths, domain))
+  return model.pool(runs, plan.lengths, domain), model.features(plan.token_ids, plan.lengths)
 
 
 def certify_intervals(model: LSTMClassifier, space: Space | Signature, plan: Plan,
@@ -152,6 +155,11 @@ def certify_split(model: LSTMClassifier, split: SplitSpace, sentences: Sequence[
     dict of numpy arrays in the input order: ``certified`` (n,), ``margins`` (n, K) (lower
     bounds of z_y − z_j over S(x), the minimum over the members) and ``members`` (n,).
   """
+  if not isinstance(split, SplitSpace):
+    raise ValueError(f"split is {type(split).__name__} {str(split)[:60]!r}, not a split space: "
+                     "pass arc_jax.perturbation.split.split_space(space, 'Sub').")
+  check_state(model)
+  check_vocab(vocab, model.embeddings[...].shape[0])
   abstract = split.abstract.restricted_to(vocab)
   split = SplitSpace(split.space.restricted_to(vocab), split.abstracted)
   builder = PlanBuilder(abstract, vocab)

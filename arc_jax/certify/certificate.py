@@ -57,3 +57,20 @@ class Certificate:
     """Logits −margins (same shape as ``margins``): cross-entropy on them bounds the loss of
     every member of S(x)."""
     return -self.margins
+
+
+def certified_by(margins: jax.Array, labels: jax.Array) -> jax.Array:
+  """(B,) bool: every margin (B, K) of a class other than the label (B,) is positive."""
+  others = jnp.arange(margins.shape[-1])[None, :] != labels[:, None]
+  return jnp.all(jnp.where(others, margins > 0, True), axis=1)
+
+
+def intersect(a: Certificate, b: Certificate, labels: jax.Array) -> Certificate:
+  """The certificate of both ``a`` and ``b``, of the same batch (without node axis) and labels
+  (B,): every logit end and margin the tighter of the two. Sound when both are: each bounds every
+  member of S(x), so their intersection does; it is never looser than either, in floating point
+  too (``max`` and ``min`` are exact). The clean logits are ``a``'s."""
+  logits = iv.Interval(jnp.maximum(a.logits.lo, b.logits.lo),
+                       jnp.minimum(a.logits.hi, b.logits.hi))
+  margins = jnp.maximum(a.margins, b.margins)
+  return Certificate(logits, a.clean_logits, margins, certified_by(margins, labels))

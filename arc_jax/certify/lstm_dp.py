@@ -336,7 +336,15 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   Returns:
     (box, clean): abstract value of ``domain`` (B, H_in) and array (B, H_in),
     H_in = hidden · (2 if bidirectional).
+
+  Raises:
+    ValueError: a model that pools otherwise than by the final state or the mean (attention:
+      :func:`~arc_jax.certify.attention_dp.attention_features`).
   """
+  if model.pooling not in ("final", "mean"):
+    raise ValueError(f"certified_features bounds the final state or the mean of the states, not "
+                     f"pooling={model.pooling!r}: certify with arc_jax.certify.certify_model, "
+                     "which picks the DP of the model's pooling.")
   sig = sig.signature
   if plan.reachable is not None:  # the plan's rows reach no slot beyond these budgets
     if len(plan.reachable) != len(sig.budgets):

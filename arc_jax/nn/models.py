@@ -23,7 +23,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.domain import Domain
+from arc_jax.domain import Domain, concatenate
 from arc_jax.nn.cells import Dense, LSTMCell, Projection, dropout
 from arc_jax.nn.distinct import per_distinct_id
 from arc_jax.padding import reverse_padded
@@ -90,7 +90,9 @@ class LSTMClassifier(nnx.Module):
     return (self.forward_cell,) + ((self.backward_cell,) if self.bidirectional else ())
 
   def embed(self, token_ids: jax.Array) -> jax.Array:
-    return self.embeddings[...][token_ids]
+    """Word vectors (..., E) of ``token_ids`` (...); an id beyond the table gives NaN (the gather
+    would clamp it to another word's vector), so nothing is certified about it."""
+    return jnp.take(self.embeddings[...], token_ids, axis=0, mode="fill", fill_value=jnp.nan)
 
   def head_activations(self, features: iv.Value, dropout_key: jax.Array | None = None,
                        domain: Domain = iv.SOUND) -> iv.Value:
@@ -140,14 +142,28 @@ class LSTMClassifier(nnx.Module):
 
   def _pooled(self, gates: tuple[jax.Array, ...], lengths: jax.Array) -> jax.Array:
     """Pooled features (B, H_in) from each direction's input gates (B, N, 4H)."""
-    runs = self._runs(gates, lengths)
+    return self.pool(self._runs(gates, lengths), lengths)
+
+  def pool(self, runs, lengths: jax.Array, domain: Domain = iv.SOUND) -> iv.Value:
+    """Pooled features (B, H_in) from each direction's run (final state (B, H), sum of the
+    states (B, H), state at every position (B, N, H); the backward run's positions reversed
+    within each sentence, as :meth:`_runs` gives them): arrays, or abstract values of
+    ``domain`` that contain them (the rule of each pooling is sound in ``domain``).
+
+    Raises:
+      ValueError: a pooling this method has no rule for (a new pooling adds its rule here).
+    """
     if self.pooling == "final":
-      return jnp.concatenate([final for final, _, _ in runs], axis=-1)
+      return concatenate([final for final, _, _ in runs])
     if self.pooling == "mean":
-      return jnp.concatenate([total for _, total, _ in runs], axis=-1) / jnp.maximum(
-          lengths, 1)[:, None].astype(gates[0].dtype)
-    return self.attend(self._aligned(runs, lengths),
-                       jnp.arange(gates[0].shape[1])[None, :] < lengths[:, None])
+      total = concatenate([total for _, total, _ in runs])
+      dtype = jax.tree.leaves(total)[0].dtype
+      return domain.divide(total, jnp.maximum(lengths, 1)[:, None].astype(dtype))
+    if self.pooling == "attention":
+      states = self._aligned(runs, lengths)
+      n_pad = jax.tree.leaves(states)[0].shape[1]
+      return self.attend(states, jnp.arange(n_pad)[None, :] < lengths[:, None], domain)
+    raise ValueError(f"No pooling rule for pooling={self.pooling!r}; choose one of {POOLINGS}.")
 
   def _runs(self, gates: tuple[jax.Array, ...], lengths: jax.Array
             ) -> list[tuple[jax.Array, ...]]:
@@ -157,10 +173,12 @@ class LSTMClassifier(nnx.Module):
     return [self._run(cell, g, lengths) for cell, g in zip(self.cells, directions)]
 
   @staticmethod
-  def _aligned(runs, lengths: jax.Array) -> jax.Array:
-    """Per-position states of both directions side by side (the backward run reversed back)."""
-    states = [runs[0][2]] + [reverse_padded(s, lengths) for _, _, s in runs[1:]]
-    return jnp.concatenate(states, axis=-1)
+  def _aligned(runs, lengths: jax.Array) -> iv.Value:
+    """Per-position states of both directions side by side (the backward run reversed back);
+    arrays or abstract values."""
+    states = [runs[0][2]] + [jax.tree.map(lambda a: reverse_padded(a, lengths), s)
+                             for _, _, s in runs[1:]]
+    return concatenate(states)
 
   def attend(self, states: iv.Value, mask: jax.Array, domain: Domain = iv.SOUND) -> iv.Value:
     """Attention pooling of per-position states (..., P, H_in) where ``mask`` (..., P) is set."""

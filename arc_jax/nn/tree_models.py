@@ -333,7 +333,9 @@ class TreeLSTMClassifier(nnx.Module):
     self.dropout_rate = dropout_rate
 
   def embed(self, token_ids: jax.Array) -> jax.Array:
-    return self.embeddings[...][token_ids]
+    """Word vectors (..., E) of ``token_ids`` (...); an id beyond the table gives NaN (the gather
+    would clamp it to another word's vector), so nothing is certified about it."""
+    return jnp.take(self.embeddings[...], token_ids, axis=0, mode="fill", fill_value=jnp.nan)
 
   def dropout_scales(self, key: jax.Array | None, shape: tuple[int, int]
                      ) -> tuple[jax.Array | None, jax.Array | None]:

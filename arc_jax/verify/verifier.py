@@ -43,7 +43,7 @@ from flax import nnx
 
 from arc_jax.attacks.hotflip import hotflip_candidates
 from arc_jax import interval as iv
-from arc_jax.certify.api import certify_jit
+from arc_jax.certify.api import certify_jit, check_space, check_state
 from arc_jax.data.batching import make_batch
 from arc_jax.domain import Domain
 from arc_jax.nn.models import predict
@@ -262,6 +262,8 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
     raise ValueError("verify needs blocks >= 1, rows >= 1, max_nodes >= 0 and "
                      f"enumerate_below >= 0 (got {blocks}, {rows}, {max_nodes}, "
                      f"{enumerate_below}).")
+  check_space(space)
+  check_state(state)
   tic = time.perf_counter()
   sentences = [tuple(s) for s in sentences]
   labels = np.asarray(labels, np.int64).reshape(-1)

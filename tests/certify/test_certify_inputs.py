@@ -159,3 +159,50 @@ def test_a_plan_marked_for_another_space_is_refused():
   other = parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad"]})
   with pytest.raises(ValueError, match=r"reachable budgets \(1,\) are not of the space"):
     certify_jit(graphdef, other.signature, state, plan, jnp.zeros((1,), jnp.int32))
+
+
+def test_a_vocabulary_id_beyond_the_embedding_table_is_refused_or_certifies_nothing():
+  """Issue 40: the gather clamped an id beyond the table, so a certificate was about another
+  word. certify() refuses such a vocabulary; a lowered plan holding such an id gets NaN bounds,
+  which certify nothing."""
+  model, space = small_model(), parse_space("[(Del,1)]")
+  vocab = dict(VOCAB, great=len(WORDS))
+  with one_line(rf"maps 'great' to id {len(WORDS)}, outside the model's embedding table of "
+                rf"{len(WORDS)} rows.*the vocabulary the model was built with"):
+    certify(model, space, [["a", "great", "movie"]], [0], vocab)
+  graphdef, state = nnx.split(model)
+  plan = PlanBuilder(space, vocab).build([["a", "great", "movie"], ["a", "good", "movie"]], 2)
+  labels = jnp.zeros((2,), jnp.int32)
+  for label in (0, 1):  # one of the two labels is certified for the clamped word's sentence
+    cert = certify_jit(graphdef, space.signature, state, plan, labels.at[0].set(label))
+    assert not bool(cert.certified[0]) and np.all(np.isnan(cert.logits.lo[0]))
+    assert np.all(np.isfinite(cert.logits.lo[1]))
+
+
+def test_a_space_given_as_a_string_is_refused_in_one_line():
+  model = small_model()
+  with one_line(r"space is the string '\[\(Del,1\)\]', not a parsed space: pass "
+                r"arc_jax.perturbation.parse_space"):
+    certify(model, "[(Del,1)]", [["a", "good", "movie"]], [0], VOCAB)
+  with one_line("space is the string"):
+    certify(small_tree_model(), "[(Del,1)]", [from_nested(("good", "movie"))], [0], VOCAB)
+  with one_line("space is the string"):
+    arc_jax.certify.make_certify_fn(nnx.graphdef(model), "[(Del,1)]")
+
+
+def test_float64_state_without_x64_is_refused_by_certify_and_certify_fn():
+  """Issue 40: float64 parameters that reach certification (a merged float64 state, as a
+  loader may give) were computed in float32 without a word."""
+  model = small_model()
+  graphdef, state = nnx.split(model)
+  state64 = jax.tree.map(lambda a: np.asarray(a, np.float64), state)
+  space = parse_space("[(Del,1)]")
+  plan = PlanBuilder(space, VOCAB).build([["a", "good", "movie"]], 1)
+  with jax.enable_x64(False):
+    with one_line(r"float64 parameters, but JAX's 64-bit mode is off.*jax_enable_x64"):
+      certify(nnx.merge(graphdef, state64), space, [["a", "good", "movie"]], [0], VOCAB)
+    certify_fn = arc_jax.certify.make_certify_fn(graphdef, space)
+    with one_line("float64 parameters"):
+      certify_fn(state64, plan, jnp.zeros((1,), jnp.int32))
+    cert = certify_fn(state, plan, jnp.zeros((1,), jnp.int32))  # float32 is certified
+    assert cert.margins.dtype == jnp.float32

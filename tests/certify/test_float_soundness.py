@@ -7,6 +7,9 @@ inside the certificate: strictly, with no tolerance. Models are random, in float
 with weights ×1, ×3 or ×10 and optionally saturated gates (gate biases ±15); spaces mix the
 standard transformations with random user transformations of every shape s → t (s ∈ 1..4,
 t ∈ 0..3, duplicating or not). Trees use the shapes a tree space accepts (1→0, 1→1, w → w w).
+Sequence models come in every direction × pooling (final, mean, attention), and each is also
+certified on split spaces (:func:`~arc_jax.certify.augmented.certify_split`) with both
+abstractions of S_abs: the DP (ARC-A3T) and A3T's intervals.
 
 CI runs a few cases per family (the linear-step domain's: tests/test_linear_step.py, on these
 cases' generators); ``-m slow`` runs many (``FUZZ_EXAMPLES`` per family, default
@@ -24,12 +27,14 @@ from flax import nnx
 
 from arc_jax import interval
 from arc_jax.certify import certify_jit
+from arc_jax.certify.augmented import certify_split
 from arc_jax.data.trees import Tree, from_nested
 from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import PlanBuilder, Transformation, custom, parse_space
 from arc_jax.perturbation.spaces import Space
+from arc_jax.perturbation.split import split_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 
@@ -42,7 +47,11 @@ def x64():
 
 WORDS = ("a", "the", "of", "good", "bad", "movie", "film", "!", "x", "y")
 VOCAB = {w: i for i, w in enumerate(("<pad>",) + WORDS)}
-FAMILIES = ("lstm", "bilstm", "mean", "tree_after_cell", "tree_before_cell")
+SEQUENCE_FAMILIES = ("lstm", "bilstm", "mean", "bilstm_mean", "attention", "bilstm_attention")
+"""Every direction × pooling of :class:`LSTMClassifier` (``bilstm_<pooling>``; final by default)."""
+FAMILIES = SEQUENCE_FAMILIES + ("tree_after_cell", "tree_before_cell")
+ABSTRACTIONS = ("dp", "interval")
+"""How :func:`certify_split` abstracts S_abs on the members of S_aug (ARC-A3T, A3T)."""
 SHAPES = [(s, t) for s in range(1, 5) for t in range(4)]
 TREE_SHAPES = [(1, 0), (1, 1), (1, 2)]
 
@@ -66,9 +75,11 @@ def random_model(rng, family, dtype, scale, saturate):
                                                       dropout_rate=0.0, rngs=nnx.Rngs(0),
                                                       param_dtype=dtype))
   else:
+    pooling = family.removeprefix("bilstm").strip("_")
     model = nnx.eval_shape(lambda: LSTMClassifier(
         emb, hidden=4, projection=3, head_hidden=3, num_classes=3,
-        bidirectional=family == "bilstm", pooling="mean" if family == "mean" else "final",
+        bidirectional=family.startswith("bilstm"),
+        pooling=pooling if pooling in ("mean", "attention") else "final",
         dropout_rate=0.0, rngs=nnx.Rngs(0), param_dtype=dtype))
   graphdef, state = nnx.split(model)
 
@@ -141,6 +152,36 @@ def check_sequence(model, space, sentences, labels, domain=interval.SOUND):
   return members
 
 
+def check_split(model, space, sentences, labels, abstraction, rng):
+  """:func:`certify_split` of a random split of ``space`` (for ``"interval"``: its 1→1
+  transformations abstracted) against every member of S(x); returns the members checked."""
+  if abstraction == "interval":
+    abstracted = [t.name for t in space.transformations if (t.s, t.t) == (1, 1)]
+  else:
+    abstracted = rng.choice(space.names, size=int(rng.integers(1, len(space.names) + 1)),
+                            replace=False).tolist()
+  split = split_space(space, abstracted)
+  if not abstracted or sum(len(split.members(x)) for x in sentences) > 128:
+    return 0
+  out = certify_split(model, split, sentences, labels, VOCAB, abstraction=abstraction,
+                      batch_size=32)
+  graphdef, state = nnx.split(model)
+  empty = PlanBuilder(parse_space("[]"), VOCAB, length_buckets=(16,))
+  members = 0
+  for b, sentence in enumerate(sentences):
+    strings = list(space.enumerate(sentence))
+    members += len(strings)
+    def chunk_logits(chunk):
+      part = empty.build(chunk, batch_size=64)
+      return np.asarray(predict(graphdef, state, part.token_ids, part.lengths))[:len(chunk)]
+
+    logits = in_chunks(strings, chunk_logits)
+    diffs = logits[:, labels[b]:labels[b] + 1] - logits
+    assert np.all(out["margins"][b] <= diffs), (
+        f"margin escape for {sentence} under {split}: {np.max(out['margins'][b] - diffs)}")
+  return members
+
+
 def check_tree(model, space, trees, join):
   batch = TreeBatchBuilder(VOCAB, space, min_substitutes=4, width=8).build(
       trees, 2, max_nodes=16, num_steps=8)
@@ -189,6 +230,20 @@ def run_case(seed, family, dtype, shape, domain=interval.SOUND):
   return check_sequence(model, space, sentences, rng.integers(0, 3, size=4).tolist(), domain)
 
 
+def run_split_case(seed, family, dtype, abstraction):
+  """One random case of a split space (the 1→1 user transformation's shape, so that the
+  interval abstraction has something to abstract); returns the number of members checked."""
+  rng = np.random.default_rng(seed)
+  model = random_model(rng, family, dtype, float(rng.choice([1.0, 3.0, 10.0])),
+                       saturate=bool(rng.integers(2)))
+  space = random_space(rng, (1, 1), tree=False)
+  sentences = [random_sentence(rng) for _ in range(3)]
+  if max(space.count(s) for s in sentences) > 3000:
+    return 0
+  return check_split(model, space, sentences, rng.integers(0, 3, size=3).tolist(), abstraction,
+                     rng)
+
+
 def cases(family, count, first_seed=0):
   shapes = TREE_SHAPES if family.startswith("tree") else SHAPES
   return [(first_seed + i, shapes[i % len(shapes)], (np.float32, np.float64)[i // len(shapes) % 2])
@@ -214,6 +269,26 @@ def test_float_soundness_fuzz(family, domain):
   for i, (seed, shape, dtype) in enumerate(cases(family, count)):
     members += run_case(seed, family, dtype, shape, domain)
     print(f"fuzz {family} {type(domain).__name__}: {i + 1} cases, {members} member strings, "
+          "0 escapes", flush=True)
+
+
+@pytest.mark.parametrize("abstraction", ABSTRACTIONS)
+@pytest.mark.parametrize("family", SEQUENCE_FAMILIES)
+def test_split_float_soundness_small(family, abstraction):
+  """One split-space case per (model option × abstraction) pair (CI), float32 and float64."""
+  index = SEQUENCE_FAMILIES.index(family) + ABSTRACTIONS.index(abstraction)
+  assert run_split_case(17 + index, family, (np.float32, np.float64)[index % 2], abstraction)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("abstraction", ABSTRACTIONS)
+@pytest.mark.parametrize("family", SEQUENCE_FAMILIES)
+def test_split_float_soundness_fuzz(family, abstraction):
+  count = int(os.environ.get("FUZZ_EXAMPLES", "200")) // 4
+  members = 0
+  for i in range(count):
+    members += run_split_case(i, family, (np.float32, np.float64)[i % 2], abstraction)
+    print(f"fuzz split {family} {abstraction}: {i + 1} cases, {members} member strings, "
           "0 escapes", flush=True)
 
 

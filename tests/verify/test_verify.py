@@ -108,11 +108,11 @@ def test_dp_bounds_every_member_of_a_subspace(tokens, spec, picks, seed, bidirec
 
 
 def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, blocks=1,
-                                    **stages):
+                                    pooling="final", **stages):
   space = space_of(spec)
   rng = np.random.default_rng(seed)
   sents = [tuple(rng.choice(SMALL_WORDS, size=rng.integers(1, 8))) for _ in range(8)]
-  model = make_model(seed, 3, 4.0, bidirectional)
+  model = make_model(seed, 3, 4.0, bidirectional, pooling=pooling)
   labels = concrete_logits(model, sents).argmax(-1)
   labels[0] = 1 - labels[0]  # one wrong clean prediction
   graphdef, state = nnx.split(model)
@@ -156,6 +156,14 @@ def test_verify_with_every_stage_equals_enumeration():
                                            beam=2, samples=4)
   stages = result.summary()["by_stage"]
   assert stages.get("robust/enumerated", 0) + stages.get("not robust/enumerated", 0) > 0
+
+
+@pytest.mark.parametrize("pooling,bidirectional", [
+    ("mean", False), ("attention", True),
+    pytest.param("mean", True, marks=pytest.mark.slow),
+    pytest.param("attention", False, marks=pytest.mark.slow)])
+def test_verify_equals_enumeration_for_every_pooling(pooling, bidirectional):
+  check_verify_equals_enumeration(3, SPECS[0], "last", bidirectional, pooling=pooling)
 
 
 @pytest.mark.slow
