@@ -18,7 +18,7 @@ from arc_jax import parallel
 from arc_jax.certify.attention_dp import attention_features
 from arc_jax.certify.certificate import Certificate, certified_by, intersect
 from arc_jax.certify.lstm_dp import certified_features
-from arc_jax.certify.tree_dp import certify_tree_model
+from arc_jax.certify.tree_dp import certify_tree_model, check_domain
 from arc_jax.data.trees import Tree
 from arc_jax.domain import Domain
 from arc_jax.nn.models import LSTMClassifier
@@ -365,7 +365,7 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
 def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Sequence[Tree],
                   labels: Sequence[int] | None, vocab: Mapping[str, int], *,
                   batch_size: int = 32, eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
-                  join: str = "after_cell") -> dict[str, np.ndarray]:
+                  join: str = "after_cell", domain: Domain = iv.SOUND) -> dict[str, np.ndarray]:
   """:func:`certify` for Tree-LSTMs: trees, certified at their roots.
 
   Restricts the space to ``vocab`` and maps it to a tree space (:func:`tree_space`), lowers the
@@ -379,10 +379,12 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
     trees: :class:`~arc_jax.data.Tree` (post-order; ``from_nested`` or the SST loaders).
     labels: root labels (n,); None: each tree's own root label.
     vocab: word → id; every leaf word must be in it.
-    batch_size, eps, join: as for :func:`~arc_jax.certify.tree_dp.certify_tree_model`.
+    batch_size, eps, join, domain: as for :func:`~arc_jax.certify.tree_dp.certify_tree_model`
+      (which refuses a domain it has no rules for, the linear-step domain).
     max_grid_slots: see :func:`certify`.
   """
   check_inputs(model, space, vocab)
+  check_domain(domain)
   num_classes = model.num_classes
   given = _check_examples(trees, labels, num_classes, "tree",
                           "each an arc_jax.data.Tree, e.g. from_nested(('a', ('good', 'movie')))")
@@ -405,6 +407,7 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
       yield batch, node_labels
 
   certs = parallel.ordered_map(
-      lambda b: certify_jit(graphdef, tspace.signature, state, *b, eps, join=join).per_example(),
+      lambda b: certify_jit(graphdef, tspace.signature, state, *b, eps, join=join,
+                            domain=domain).per_example(),
       batches(), parallel.concurrent_calls())
   return _in_input_order(_first_rows(certs, len(order), batch_size), order)

@@ -155,6 +155,8 @@ def certify_split(model: LSTMClassifier, split: SplitSpace, sentences: Sequence[
     dict of numpy arrays in the input order: ``certified`` (n,), ``margins`` (n, K) (lower
     bounds of z_y − z_j over S(x), the minimum over the members) and ``members`` (n,).
   """
+  if not isinstance(model, LSTMClassifier):
+    raise ValueError(f"certify_split certifies LSTMs and Bi-LSTMs, not {type(model).__name__}.")
   if not isinstance(split, SplitSpace):
     raise ValueError(f"split is {type(split).__name__} {str(split)[:60]!r}, not a split space: "
                      "pass arc_jax.perturbation.split.split_space(space, 'Sub').")

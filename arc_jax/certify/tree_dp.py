@@ -276,6 +276,14 @@ def certified_node_states(model: TreeLSTMClassifier, sig: TreeSignature, batch: 
   return jax.tree.map(unflat, h), unflat(valid)
 
 
+def check_domain(domain: Domain) -> None:
+  """Refuses a domain that refines the intervals (the linear-step domain): its extra rules are the
+  LSTM cell's, which the tree cell does not use, so it would compute plain intervals."""
+  if domain.refines is not None:
+    raise ValueError(f"The Tree-LSTM DP has rules for the interval domains only, not "
+                     f"{type(domain).__name__}: certify trees with arc_jax.interval.SOUND.")
+
+
 def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignature,
                        batch: TreeBatch, labels: jax.Array, eps: jax.Array | float = 1.0,
                        dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND, *,
@@ -307,6 +315,7 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
   chex.assert_shape(labels, batch.shape)
   if join not in JOINS:
     raise ValueError(f"Unknown join {join!r}; choose one of {JOINS}.")
+  check_domain(domain)
   sig = space.signature
   if not isinstance(sig, TreeSignature):
     raise TypeError(f"Trees are certified under a tree space; got {space}: use "

@@ -10,11 +10,14 @@ from flax import nnx
 
 import arc_jax
 from arc_jax.certify import certify, certify_jit
+from arc_jax.certify.augmented import certify_split
 from arc_jax.data.trees import from_nested
+from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import (PlanBuilder, Transformation, custom, on_reachable_grid,
                                   parse_space)
+from arc_jax.perturbation.split import split_space
 from arc_jax.perturbation.trees import tree_space
 
 WORDS = ("<pad>", "a", "the", "good", "bad", "movie")
@@ -206,3 +209,17 @@ def test_float64_state_without_x64_is_refused_by_certify_and_certify_fn():
       certify_fn(state64, plan, jnp.zeros((1,), jnp.int32))
     cert = certify_fn(state, plan, jnp.zeros((1,), jnp.int32))  # float32 is certified
     assert cert.margins.dtype == jnp.float32
+
+
+def test_a_domain_or_model_a_path_has_no_rules_for_is_refused_in_one_line():
+  """Every DP dispatches on every option: the tree DP has no linear-step rule (it computed plain
+  intervals under that name), certify_split no Tree-LSTM abstraction."""
+  model = small_tree_model()
+  with one_line(r"Tree-LSTM DP has rules for the interval domains only, not LinearStepDomain"):
+    certify(model, parse_space("[(Del,1)]"), [from_nested(("good", "movie"))], [0], VOCAB,
+            domain=LINEAR_STEP)
+  split = split_space(parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad"]}), "Sub")
+  with one_line("certify_split certifies LSTMs and Bi-LSTMs, not TreeLSTMClassifier"):
+    certify_split(model, split, [["good", "movie"]], [0], VOCAB)
+  with one_line("split is str .*not a split space"):
+    certify_split(small_model(), "[(Sub,1)]", [["good", "movie"]], [0], VOCAB)
