@@ -131,22 +131,28 @@ def in_chunks(members, chunk_logits, size=64):
                          for start in range(0, len(members), size)])
 
 
+def sequence_logits(graphdef, state, strings):
+  """The concrete logits of every string, by the model's own forward pass at batch shape 64."""
+  empty = PlanBuilder(parse_space("[]"), VOCAB, length_buckets=(16,))
+
+  def chunk_logits(chunk):
+    part = empty.build(chunk, batch_size=64)
+    return np.asarray(predict(graphdef, state, part.token_ids, part.lengths))[:len(chunk)]
+
+  return in_chunks(strings, chunk_logits)
+
+
 def check_sequence(model, space, sentences, labels, domain=interval.SOUND):
   """Returns the number of members checked; asserts strict containment."""
   plan = PlanBuilder(space, VOCAB, min_replacement_slots=4).build(sentences, batch_size=4)
   graphdef, state = nnx.split(model)
   cert = certify_jit(graphdef, space.signature, state, plan, jnp.asarray(labels, jnp.int32),
                      domain=domain)
-  empty = PlanBuilder(parse_space("[]"), VOCAB, length_buckets=(16,))
   members = 0
   for b, sentence in enumerate(sentences):
     strings = list(space.enumerate(sentence))
     members += len(strings)
-    def chunk_logits(chunk):
-      part = empty.build(chunk, batch_size=64)
-      return np.asarray(predict(graphdef, state, part.token_ids, part.lengths))[:len(chunk)]
-
-    logits = in_chunks(strings, chunk_logits)
+    logits = sequence_logits(graphdef, state, strings)
     assert_contained(cert.logits.lo[b], cert.logits.hi[b], cert.margins[b], logits, labels[b],
                      f"{sentence} under {space}")
   return members
@@ -166,16 +172,11 @@ def check_split(model, space, sentences, labels, abstraction, rng):
   out = certify_split(model, split, sentences, labels, VOCAB, abstraction=abstraction,
                       batch_size=32)
   graphdef, state = nnx.split(model)
-  empty = PlanBuilder(parse_space("[]"), VOCAB, length_buckets=(16,))
   members = 0
   for b, sentence in enumerate(sentences):
     strings = list(space.enumerate(sentence))
     members += len(strings)
-    def chunk_logits(chunk):
-      part = empty.build(chunk, batch_size=64)
-      return np.asarray(predict(graphdef, state, part.token_ids, part.lengths))[:len(chunk)]
-
-    logits = in_chunks(strings, chunk_logits)
+    logits = sequence_logits(graphdef, state, strings)
     diffs = logits[:, labels[b]:labels[b] + 1] - logits
     assert np.all(out["margins"][b] <= diffs), (
         f"margin escape for {sentence} under {split}: {np.max(out['margins'][b] - diffs)}")
