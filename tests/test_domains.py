@@ -44,6 +44,7 @@ class PointDomain:
   accident."""
 
   exact_on_points = True
+  refines = None
 
   def lift(self, x):
     return x
