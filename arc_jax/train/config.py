@@ -18,6 +18,7 @@ import ml_collections
 from ml_collections import config_dict
 
 from arc_jax.data.synonyms import SYNONYM_FILES
+from arc_jax.nn.models import POOLINGS
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.train.losses import ROBUST_LOSSES
@@ -53,7 +54,7 @@ NOMINAL_LENGTH = 64
 
 FIELD_HELP = {
     "name": "run name: the default --workdir is runs/<name> (overrides of other fields extend it)",
-    "method": "training method, a key of arc_jax.train.METHODS: normal, augment, hotflip, arc",
+    "method": f"training method, a key of arc_jax.train.METHODS: {', '.join(METHODS)}",
     "model": "model family: lstm (LSTM / Bi-LSTM) or tree_lstm (Tree-LSTM)",
     "dataset": "sst2 or imdb (model lstm), sst_trees (model tree_lstm)",
     "data_dir": "data folder; default $ARC_DATA_DIR, else the first of ./data, ../shared/data "
@@ -79,7 +80,8 @@ FIELD_HELP = {
     "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
                "ones that register transformations for config.space (register_transformation)",
     "bidirectional": "Bi-LSTM instead of LSTM",
-    "pooling": "final (last state) or mean over positions",
+    "pooling": f"how the LSTM states become the features: {', '.join(POOLINGS)} (the last "
+               "state, the mean over positions, attention over positions)",
     "hidden": "LSTM (Tree-LSTM) hidden units",
     "projection": "units of the projection layer before the LSTM",
     "head_hidden": "units of the classifier's hidden layer",
@@ -353,6 +355,9 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
   if config.synonyms not in SYNONYM_FILES:
     raise ConfigError(f"config.synonyms={config.synonyms!r} is unknown; choose one of "
                       f"{sorted(SYNONYM_FILES)}.")
+  if config.model == "lstm" and config.pooling not in POOLINGS:
+    raise ConfigError(f"config.pooling={config.pooling!r} is unknown; choose one of "
+                      f"{list(POOLINGS)}.")
   if config.optimizer not in OPTIMIZERS:
     raise ConfigError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
                       f"{sorted(OPTIMIZERS)}.")

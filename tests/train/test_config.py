@@ -96,6 +96,8 @@ def test_tree_rows_follow_the_original_tree_script():
     (dict(model="tree_lstm", dataset="sst_trees", robust_loss="max_of_means"), "'worst_case'"),
     (dict(model="gru"), "'lstm', 'tree_lstm'"),
     (dict(optimizer="sgd"), "'adagrad', 'adam'"),
+    (dict(pooling="max"), r"config.pooling='max' is unknown; choose one of \['final', 'mean', "
+     r"'attention'\]"),
     (dict(trainable_embeddings=True), "trainable_embeddings=True is not available for .*'lstm'"),
     (dict(space="[(Dell,2)]"), r"config.space='\[\(Dell,2\)\]': Unknown transformation 'Dell'. "
      "Valid names: Del, Ins"),
