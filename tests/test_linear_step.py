@@ -60,6 +60,14 @@ def test_every_member_is_inside_the_certificate(seed, family, dtype, scale, satu
   certify_case(seed, family, dtype, scale, saturate, shape)
 
 
+@pytest.mark.parametrize("family", SEQUENCE_FAMILIES)
+def test_every_member_is_inside_the_certificate_for_every_family(family):
+  """One case per direction × pooling (CI; the hypothesis cases above and the slow fuzz of
+  tests/certify/test_float_soundness.py draw more): float32, weights ×10, no tolerance."""
+  index = SEQUENCE_FAMILIES.index(family)
+  assert certify_case(31 + index, family, np.float32, 10.0, index % 2 == 1, SHAPES[5 + index])
+
+
 @pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**CASE)
