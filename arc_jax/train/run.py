@@ -97,16 +97,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, overwrite:
     again to resume).
 
   Nothing is written before the config, the work directory and the data pass their checks.
-  ``config.data_dir`` is resolved (:func:`arc_jax.data.paths.data_folder`), logged and recorded
-  in ``config.json``.
+  The data folder (:func:`arc_jax.data.paths.data_folder`) is resolved and logged;
+  ``config.json`` records ``config.data_dir`` as given (None: found again wherever the run is
+  loaded), never this machine's path for a folder the user did not name.
   """
   validate(config)
   config = ml_collections.ConfigDict(config.to_dict())
-  config.data_dir = str(data_folder(config.data_dir))
+  folder = data_folder(config.data_dir)
   run = RunDirectory(workdir)
   resumed = run.check(config, overwrite)
   logger.info("Run directory %s (%s); data folder %s.", run.path.absolute(),
-              "resuming" if resumed else "new run", config.data_dir)
+              "resuming" if resumed else "new run", folder)
   experiment = build_experiment(config, mesh)
   run.claim(config, resumed, overwrite)
   checkpoints = Checkpoints(run.path)
