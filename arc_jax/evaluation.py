@@ -53,7 +53,7 @@ from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, read_only_part
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, build_experiment, data_fingerprint
-from arc_jax.train.export import has_exported_model, load_model
+from arc_jax.train.export import has_exported_model, has_kept_data, load_kept_data, load_model
 from arc_jax.train.steps import config_optimizer, init_state, zero_totals
 
 logger = logging.getLogger(__name__)
@@ -63,16 +63,21 @@ class EvaluationError(RuntimeError):
   """The numbers are inconsistent (CF ≤ EX ≤ HF ≤ Acc fails) or a certificate failed its audit."""
 
 
+def _kept(run: RunDirectory, which: str) -> bool:
+  """Whether ``which`` checkpoint of the run is its kept model: ``"best"`` of a folder without
+  Orbax best checkpoints that holds an exported model (``model/``, as the runs of ``results/``)."""
+  return which == "best" and not (run.path / "best").exists() and has_exported_model(run.path)
+
+
 def restore_params(run: RunDirectory, experiment, which: str, fingerprint: dict):
   """(params, meta) of the run's ``"best"`` or ``"latest"`` checkpoint, for the model of
   ``experiment`` (:func:`~arc_jax.train.experiment.build_experiment` of the run's config); meta
   holds the checkpoint's ``step`` and ``epoch``.
 
-  A folder without Orbax checkpoints that holds an exported model (``model/``, as the runs kept
-  in ``results/``, :mod:`arc_jax.train.export`) gives its exported best parameters, if it was
-  trained on data of this ``fingerprint``.
+  A kept model (:func:`_kept`, :mod:`arc_jax.train.export`) gives its exported best parameters,
+  if it was trained on data of this ``fingerprint``.
   """
-  if which == "best" and not (run.path / "best").exists() and has_exported_model(run.path):
+  if _kept(run, which):
     return load_model(run.path, experiment.params, fingerprint)
   checkpoints = Checkpoints(run.path, read_only=True)
   try:
@@ -98,26 +103,39 @@ def load_run(workdir, checkpoint: str = "best"):
   gives its kept best model, :mod:`arc_jax.train.export`), the vocabulary (word → id) and the
   run's perturbation space restricted to it (a tree space for Tree-LSTMs).
 
-  Rebuilds the run's data and model from its ``config.json`` (the data files must be where
-  training found them, see :mod:`arc_jax.data.paths`), then restores the checkpoint into them.
+  A kept model that holds its data (every run of ``results/``) loads from its own files, with no
+  data folder, in seconds. Otherwise the run's data and model are rebuilt from its
+  ``config.json`` (the data files must be found, see :mod:`arc_jax.data.paths`) and the
+  checkpoint is restored into them.
   """
-  model, experiment = load_experiment(workdir, checkpoint)
-  return model, experiment.data.vocab, experiment.space
+  run = RunDirectory(workdir)
+  data = load_kept_data(run.path) if _kept(run, checkpoint) and has_kept_data(run.path) else None
+  params, _, experiment = _restore(run, checkpoint, {}, data)
+  return _model(experiment, params), experiment.data.vocab, experiment.space
+
+
+def _restore(run: RunDirectory, checkpoint: str, overrides: dict, data=None):
+  """:func:`restore_run` of a run directory; ``data``: the run's kept data (no splits) instead
+  of the data folder's."""
+  config = run.config()
+  config.update(overrides)
+  validate(config)
+  experiment = build_experiment(config, data=data)
+  params, meta = restore_params(run, experiment, checkpoint, experiment.data_fingerprint())
+  return params, meta, experiment
+
+
+def _model(experiment, params) -> nnx.Module:
+  return nnx.merge(experiment.graphdef, params, experiment.rest)
 
 
 def restore_run(workdir, checkpoint: str = "best", **overrides):
   """``(params, meta, experiment)`` of a run directory: the whole
-  :class:`~arc_jax.train.experiment.Experiment` rebuilt from its ``config.json``, with
-  ``overrides`` replacing fields of the config (e.g. ``space="[(Sub,2)]"`` to certify the model
-  under another space), and the parameters and meta of its ``checkpoint``
+  :class:`~arc_jax.train.experiment.Experiment` rebuilt from its ``config.json`` and the data
+  folder, with ``overrides`` replacing fields of the config (e.g. ``space="[(Sub,2)]"`` to
+  certify the model under another space), and the parameters and meta of its ``checkpoint``
   (:func:`restore_params`)."""
-  run = RunDirectory(workdir)
-  config = run.config()
-  config.update(overrides)
-  validate(config)
-  experiment = build_experiment(config)
-  params, meta = restore_params(run, experiment, checkpoint, experiment.data_fingerprint())
-  return params, meta, experiment
+  return _restore(RunDirectory(workdir), checkpoint, overrides)
 
 
 def load_experiment(workdir, checkpoint: str = "best", **overrides):
@@ -125,7 +143,7 @@ def load_experiment(workdir, checkpoint: str = "best", **overrides):
   :class:`~arc_jax.train.experiment.Experiment` of the run (its data splits, e.g.
   ``experiment.examples("test")``, and space), as :func:`restore_run` makes them."""
   params, _, experiment = restore_run(workdir, checkpoint, **overrides)
-  return nnx.merge(experiment.graphdef, params, experiment.rest), experiment
+  return _model(experiment, params), experiment
 
 
 def _entry(robust: np.ndarray, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:

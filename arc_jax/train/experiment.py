@@ -189,13 +189,19 @@ def check_data(config: ml_collections.ConfigDict, family: ModelFamily,
           "--config.min_transformation_share=0.0 to train anyway.")
 
 
-def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Experiment:
+def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None,
+                     data: ExperimentData | None = None) -> Experiment:
   """Prepares the data and initialises the model of ``config`` (seeded by ``config.seed``).
 
   Args:
     config: a training config (see :func:`arc_jax.train.default_config`); ``config.model``
       picks the model family.
     mesh: the data mesh; default all devices (:func:`parallel.data_mesh`).
+    data: data without splits, as a kept model holds it
+      (:func:`arc_jax.train.export.load_kept_data`): the experiment then has no splits (it
+      classifies and certifies given examples, evaluates no split) and reads no data folder.
+      Default: the data of ``config``, prepared from the data folder and checked
+      (:func:`check_data`).
   """
   mesh = parallel.data_mesh() if mesh is None else mesh
   try:
@@ -204,9 +210,11 @@ def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None
   except ValueError as error:
     raise ConfigError(str(error)) from None
   family = FAMILIES[config.model]
-  data = family.prepare_data(config)
-  check_data(config, family, data)
-  splits = {name: data.splits[name][:config[field]] for name, field in SPLITS.items()}
+  if data is None:
+    data = family.prepare_data(config)
+    check_data(config, family, data)
+  splits = {name: data.splits[name][:config[field]] for name, field in SPLITS.items()
+            if name in data.splits}
   for name, split in splits.items():
     if not len(split):
       raise ConfigError(f"The {name} split is empty; raise config.{SPLITS[name]}.")

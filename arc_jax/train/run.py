@@ -21,6 +21,7 @@ the epoch's end with the evaluation still to do; the resumed run does it first.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -40,7 +41,8 @@ from arc_jax.data.paths import data_folder
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError
 from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment
-from arc_jax.train.export import ExportError, save_model
+from arc_jax.train.export import (ExportError, portable_config, save_model, training_command,
+                                  write_model_card)
 from arc_jax.train.interrupt import Interrupted, StopRequest, stop_on_signals
 from arc_jax.train.methods import METHODS
 from arc_jax.train.objectives import certify_rows, clean_objective
@@ -76,8 +78,9 @@ def warn_if_maps_run_short(maps: str = "/proc/self/maps",
   return True
 
 
-COPIED_FILES = ("config.json", "metrics.jsonl", "summary.json")
-"""The files of a run directory an export (:func:`export_run`) copies beside ``model/``."""
+COPIED_FILES = ("metrics.jsonl", "summary.json")
+"""The files of a run directory an export (:func:`export_run`) copies beside ``model/``, with
+its ``config.json`` made portable (:func:`~arc_jax.train.export.portable_config`)."""
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, overwrite: bool = False,
@@ -386,8 +389,11 @@ class _Trainer:
     return summary
 
 
-def export_run(run_dir, dest) -> dict[str, Any]:
-  """Copies a finished run's files and best parameters to ``dest``; returns the model record.
+def export_run(run_dir, dest, command: str | None = None) -> dict[str, Any]:
+  """Copies a finished run's files and best parameters to ``dest``, keeps its data in
+  ``dest/../store/`` and writes its model card (:mod:`arc_jax.train.export`); returns the model
+  record. ``command``: the command line that trained it (default
+  :func:`~arc_jax.train.export.training_command` from the defaults).
 
   Evaluation results (``eval/``) are copied only when the export is exact; otherwise evaluate
   the export (``experiments/evaluate.py --workdir DEST``) so that its numbers are the export's.
@@ -406,7 +412,11 @@ def export_run(run_dir, dest) -> dict[str, Any]:
   dest.mkdir(parents=True, exist_ok=True)
   for name in COPIED_FILES:
     shutil.copy2(run.path / name, dest / name)
-  record = save_model(dest, params, experiment.params, meta)
+  saved = json.loads(run.config_file.read_text())
+  (dest / "config.json").write_text(
+      json.dumps(portable_config(saved), indent=2, sort_keys=True) + "\n")
+  record = save_model(dest, params, experiment.params, meta, experiment.data)
   if record["exact"] and (run.path / "eval").is_dir():
     shutil.copytree(run.path / "eval", dest / "eval", dirs_exist_ok=True)
+  write_model_card(dest, command or training_command(saved))
   return record

@@ -115,9 +115,10 @@ def make_space(data: ExperimentData, spec: str) -> TreeSpace:
 
 def make_builder(data: ExperimentData, space: TreeSpace, max_dp_shapes: int) -> TreeBatchBuilder:
   """Trees padded to node buckets, every batch on the whole grid: the buckets alone fix the
-  shapes, so ``max_dp_shapes`` has nothing to bound."""
+  shapes, so ``max_dp_shapes`` has nothing to bound. Data without splits (a kept model's) gets
+  the smallest buckets."""
   del max_dp_shapes
-  largest = max(t.num_nodes for trees in data.splits.values() for t in trees)
+  largest = max((t.num_nodes for trees in data.splits.values() for t in trees), default=1)
   nodes = bucket(largest + space.signature.added_nodes, NODE_BUCKETS)
   slots = largest_synonym_list(data) if space.signature.axis(SUB) is not None else 1
   counts = tuple(n for n in NODE_COUNTS if n < nodes) + (nodes,)
