@@ -5,8 +5,8 @@ stop words, counter-fitted synonyms) in batches of 32, and prints one JSON line 
 spent building plans and the total including reading the data. Target: plan building < 20 s on
 the 2-core CPU machine.
 
-The data is read with plain Python (whitespace tokens, lower-cased), from ``$ARC_DATA_DIR``, then
-``./data``, then ``../shared/data`` next to the repository. The vocabulary is every word of the
+The data is read with plain Python (whitespace tokens, lower-cased), from the data folder
+(``$ARC_DATA_DIR``, ``./data`` or a download folder, see arc_jax.data.paths). The vocabulary is every word of the
 sentences plus their synonyms, so every token and every replacement has an id.
 
 Usage: python benchmarks/plan_throughput.py [--limit N] [--batch-size 32] [--restrict] [--profile]
@@ -16,7 +16,6 @@ import argparse
 import cProfile
 import gzip
 import json
-import os
 import pathlib
 import pstats
 import sys
@@ -25,6 +24,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from arc_jax.data import paths  # noqa: E402
 from arc_jax.perturbation import PlanBuilder, parse_space  # noqa: E402
 
 TRAIN = "sst2/train.tsv.gz"
@@ -32,14 +32,12 @@ SYNONYMS = "synonyms/counterfitted_neighbors.json.gz"
 
 
 def data_dir() -> pathlib.Path:
-  candidates = [pathlib.Path(os.environ["ARC_DATA_DIR"])] if os.environ.get("ARC_DATA_DIR") else []
-  candidates += [REPO / "data", REPO.parent / "shared" / "data"]
-  for d in candidates:
-    if (d / TRAIN).exists() and (d / SYNONYMS).exists():
-      return d
-  tried = ", ".join(str(c) for c in candidates)
-  raise SystemExit(f"Cannot find {TRAIN} and {SYNONYMS} under any of: {tried}. "
-                   "Set ARC_DATA_DIR (see shared/data/PROVENANCE.md).")
+  """The data folder (arc_jax.data.paths: $ARC_DATA_DIR, ./data, a download folder)."""
+  try:
+    paths.find_data_file(TRAIN)
+    return paths.find_data_file(SYNONYMS).parents[1]
+  except paths.DataFileNotFoundError as missing:
+    raise SystemExit(str(missing)) from None
 
 
 def read_sentences(path: pathlib.Path) -> list[tuple[str, ...]]:

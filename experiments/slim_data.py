@@ -21,7 +21,7 @@ import numpy as np
 from arc_jax.data import paths, prepare_lstm_data
 from arc_jax.data.embeddings import DEFAULT_VECTORS
 
-COPIED = ("synonyms", "stopwords.txt", "PROVENANCE.md")
+COPIED = ("synonyms", "stopwords.txt")
 
 
 def slim_data(out: Path, dataset: str, synonyms: str, max_candidates: list[int | None],

@@ -11,6 +11,10 @@ from pathlib import Path
 os.environ["XLA_FLAGS"] = " ".join(filter(None, (os.environ.get("XLA_FLAGS"),
                                                  "--xla_backend_optimization_level=0")))
 
+# The real data: $ARC_DATA_DIR when set, else ../shared/data beside the checkout (CI's layout).
+# Named here so that no test downloads: without either, the tests that need it are skipped.
+os.environ.setdefault("ARC_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+
 import jax  # noqa: E402  (after XLA_FLAGS)
 import pytest
 from hypothesis import settings

@@ -2,7 +2,7 @@
 
 Entry points: :func:`prepare_lstm_data` (SST-2 / IMDB) and :func:`prepare_tree_data` (SST
 trees) return everything an experiment needs; the pieces are below. Data files come from one
-folder: ``$ARC_DATA_DIR``, else the first of ``./data`` and ``../shared/data`` (see
+folder: ``$ARC_DATA_DIR``, else ``./data``, else a download folder filled on first use (see
 :mod:`arc_jax.data.paths`).
 """
 

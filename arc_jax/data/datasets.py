@@ -1,7 +1,9 @@
 """SST-2, SST trees and IMDB as TFDS datasets (array_record, no TensorFlow needed).
 
-Each dataset is a ``tfds.core.GeneratorBasedBuilder`` over the manual files of shared/data
-(PROVENANCE.md). It is built once into ``<cache_dir>/tfds/<fingerprint>/``, where the fingerprint
+Each dataset is a ``tfds.core.GeneratorBasedBuilder`` over its files in the data folder
+(``REQUIRED_FILES`` under ``FOLDER``; docs/DATA.md), which a download folder fetches first from a
+mirror or from their public sources (:mod:`arc_jax.data.fetch`, its ``checksums.tsv``). It is
+built once into ``<cache_dir>/tfds/<fingerprint>/``, where the fingerprint
 hashes the manual files' paths, sizes and modification times and the builder version, so edited
 data is rebuilt and never read stale; processes started at once build it once, the others wait on
 a lock file beside it. Splits keep the order of their source files
@@ -14,8 +16,6 @@ decodes, without its per-feature Python decoding, which is about 15 times slower
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import gzip
 import json
 import logging
@@ -28,6 +28,7 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.proto import tf_example_pb2
 
 from arc_jax.data import paths
+from arc_jax.data.locks import exclusively
 from arc_jax.data.tokenize import review_tokens, whitespace_tokens
 from arc_jax.data.trees import Tree, parse_tree
 
@@ -51,7 +52,7 @@ def _text_lines(path: Path) -> Iterator[str]:
 
 
 def _bad_line(path: Path, number: int, why: str) -> paths.DataFileError:
-  return paths.DataFileError(f"{path}, line {number}: {why}. Is this the file PROVENANCE.md "
+  return paths.DataFileError(f"{path}, line {number}: {why}. Is this the file docs/DATA.md "
                              "describes?")
 
 
@@ -62,11 +63,12 @@ def _binary_label(text: str, path: Path, number: int) -> int:
 
 
 class _LocalFilesBuilder(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-  """A builder of files already on disk: it downloads nothing, so TFDS's "Downloading and
-  preparing dataset" lines are replaced by one log line saying what is built where."""
+  """A builder of files in the data folder (fetched before it runs, :func:`prepare_builder`), so
+  TFDS's "Downloading and preparing dataset" lines are replaced by one log line saying what is
+  built where."""
 
   # TFDS 4.9.10 locates a package builder's checksums file through `importlib_resources`, which
-  # it does not install on Python >= 3.9; these builders download nothing, so there is none.
+  # it does not install on Python >= 3.9; the fetch layer reads arc_jax/data/checksums.tsv.
   code_path = None
 
   def _log_download_bytes(self) -> None:
@@ -86,7 +88,7 @@ class ArcSst2(_LocalFilesBuilder, skip_registration=True):
   REQUIRED_FILES = tuple(SPLIT_FILES.values())
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
       "Place GLUE's SST-2 train.tsv.gz and dev.tsv.gz and A3T's sst2test.txt (as test.txt) in "
-      "<data root>/sst2/ (shared/data/PROVENANCE.md §1).")
+      "<data root>/sst2/ (docs/DATA.md).")
 
   def _info(self) -> tfds.core.DatasetInfo:
     return tfds.core.DatasetInfo(
@@ -129,7 +131,7 @@ class ArcSstTrees(_LocalFilesBuilder, skip_registration=True):
   REQUIRED_FILES = tuple(SPLIT_FILES.values())
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
       "Place the SST trees train/dev/test.txt.gz (trainDevTestTrees_PTB) in <data root>/sst/ "
-      "(shared/data/PROVENANCE.md §2).")
+      "(docs/DATA.md).")
 
   def _info(self) -> tfds.core.DatasetInfo:
     node_array = tfds.features.Tensor(shape=(None,), dtype=np.int32)
@@ -176,7 +178,7 @@ class ArcImdb(_LocalFilesBuilder, skip_registration=True):
   MANUAL_DOWNLOAD_INSTRUCTIONS = (
       "Place train.jsonl.gz, test.jsonl.gz (aclImdb reviews as JSON lines with keys file, label, "
       "text) and imdb_{train,dev,test}_files.txt in <data root>/imdb/ "
-      "(shared/data/PROVENANCE.md §4).")
+      "(docs/DATA.md).")
 
   def _info(self) -> tfds.core.DatasetInfo:
     return tfds.core.DatasetInfo(
@@ -239,31 +241,13 @@ def prepare_builder(builder_class: type[tfds.core.GeneratorBasedBuilder],
   tfds.display_progress_bar(False)
   try:
     # The builder reads what is built when it is made, so it is made under the lock too.
-    with _exclusively(data_dir.with_name(fingerprint + ".lock")):
+    with exclusively(data_dir.with_name(fingerprint + ".lock")):
       builder = builder_class(data_dir=data_dir, file_format="array_record")
       builder.download_and_prepare(
           download_config=tfds.download.DownloadConfig(manual_dir=manual_dir))
   finally:
     tfds.display_progress_bar(True)
   return builder
-
-
-@contextlib.contextmanager
-def _exclusively(lock_path: Path) -> Iterator[None]:
-  """Holds an exclusive lock on ``lock_path`` (created if missing), waiting for any other
-  holder, in this process or another.
-
-  Why: runs started at once on a fresh cache would all build the same dataset, and each but the
-  first then failed renaming its copy into place (TFDS: "Destination ... already exists"). Under
-  the lock the later ones wait and find it built.
-  """
-  lock_path.parent.mkdir(parents=True, exist_ok=True)
-  with open(lock_path, "a") as handle:  # its own open file description: flock excludes threads too
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    try:
-      yield
-    finally:
-      fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def read_split(builder: tfds.core.GeneratorBasedBuilder, split: str) -> list:

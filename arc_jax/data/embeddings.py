@@ -29,6 +29,12 @@ from arc_jax.data import paths
 logger = logging.getLogger(__name__)
 
 DEFAULT_VECTORS = "embeddings/w2v-movies.300d.txt.gz"
+"""The stand-in vectors (docs/DATA.md): the default wherever the data folder holds them."""
+PAPER_VECTORS = {"sst2": "embeddings/glove.6B.300d.txt",
+                 "sst_trees": "embeddings/glove.840B.300d.txt",
+                 "imdb": "embeddings/glove.840B.300d.txt"}
+"""Dataset → the GloVe vectors the paper used for it, the default where the stand-in is absent
+(the public sources have no stand-in)."""
 _CACHE_FORMAT = "1"
 
 
@@ -120,6 +126,18 @@ def _vocab_rows(vectors: Path, words: list[str],
   return vocab_words, matrix, [w for w in words if w not in covered]
 
 
+def default_vectors(dataset: str, data_root: str | os.PathLike | None = None) -> Path:
+  """The stand-in vectors when the data folder holds them (or its mirror serves them), else the
+  paper's GloVe for ``dataset``, said in one log line."""
+  folder = paths.resolve(data_root)
+  if folder.has(DEFAULT_VECTORS):
+    return paths.find_data_file(DEFAULT_VECTORS, data_root)
+  glove = PAPER_VECTORS[dataset]
+  logger.info("Word vectors: %s, the paper's GloVe for %s (the stand-in %s is not in the data "
+              "folder, from %s).", glove, dataset, DEFAULT_VECTORS, folder.source)
+  return paths.find_data_file(glove, data_root)
+
+
 def build_vocab_and_embeddings(words: Iterable[str], vectors: str | os.PathLike | None = None, *,
                                keep_without_vectors: Collection[str] = (),
                                data_root: str | os.PathLike | None = None,
@@ -129,7 +147,7 @@ def build_vocab_and_embeddings(words: Iterable[str], vectors: str | os.PathLike 
   Args:
     words: every word the experiment may meet (the order only matters for rows without vectors).
     vectors: a GloVe-format file (e.g. ``glove.6B.300d.txt``, ``glove.840B.300d.txt``); default
-      ``embeddings/w2v-movies.300d.txt.gz`` from the data root.
+      ``embeddings/w2v-movies.300d.txt.gz`` from the data folder (see :func:`default_vectors`).
     keep_without_vectors: words of ``words`` that get a (zero) row even without a vector, after
       the covered ones (Tree-LSTM leaves). A set, for speed.
     data_root, cache_dir: see :mod:`arc_jax.data.paths`.

@@ -1,40 +1,50 @@
-"""Where the real data and the caches live.
+"""Where the data and the caches live.
 
-Every data file comes from one folder, the data folder (:func:`data_folder`): ``data_root``
-when passed, else ``$ARC_DATA_DIR`` when set (a missing file there is an error, never looked for
-elsewhere), else the first of ``./data``, ``../shared/data`` (both relative to the working
-directory) and ``shared/data`` next to the repository that holds this package that exists.
-Files are never mixed from several folders.
+Every data file comes from one folder, the data folder (:func:`resolve`), the first of:
 
-Caches (TFDS array_record files, embedding matrices) go to ``$ARC_CACHE_DIR``, else
-``~/.cache/arc_jax``.
+1. ``data_root`` (``config.data_dir``) when given, and only there;
+2. ``$ARC_DATA_DIR`` when set, and only there;
+3. ``./data`` (relative to the working directory) when it exists, and only there;
+4. with ``$ARC_DATA_MIRROR`` set, the download folder ``<cache>/data/mirror``, each file fetched
+   from the mirror on first use;
+5. otherwise the download folder ``<cache>/data/public``, each file made from its public source on
+   first use (:mod:`arc_jax.data.fetch`; docs/DATA.md).
+
+A missing file in a named folder is an error, never looked for elsewhere, and files are never
+mixed from several folders. The choice is logged once per process, and runs record its symbolic
+name (:attr:`DataFolder.source`), never a machine path.
+
+Caches (TFDS array_record files, embedding matrices, the download folders) go to
+``$ARC_CACHE_DIR``, else ``~/.cache/arc_jax``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
+import logging
 import os
 import zlib
 from pathlib import Path
 from typing import Sequence
 
-_PACKAGE_SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+logger = logging.getLogger(__name__)
+
+DATA_DOCS = "docs/DATA.md"
 
 _SOURCES = {
-    "sst2": "GLUE SST-2 train/dev (e.g. tfds glue/sst2 or glue_data/SST-2) and the A3T test set "
-            "(ForeverZyh/A3T a3t/dataset/sst2test.txt), see shared/data/PROVENANCE.md §1",
-    "sst": "the SST trainDevTestTrees_PTB trees (train/dev/test.txt, gzipped), see "
-           "shared/data/PROVENANCE.md §2",
-    "synonyms": "counterfitted_neighbors.json (ForeverZyh/certified_lstms data/) and the PPDB "
-                "synonym pairs of nmrksic/counter-fitting, see shared/data/PROVENANCE.md §3",
-    "imdb": "aclImdb v1 as JSON lines and the split files of ForeverZyh/certified_lstms "
-            "data/splits/, see shared/data/PROVENANCE.md §4",
-    "embeddings": "300-d vectors in GloVe's text format (GloVe from "
-                  "nlp.stanford.edu/projects/glove, or the w2v-movies stand-in), see "
-                  "shared/data/PROVENANCE.md §5",
-    "stopwords.txt": "the 5 stop words of ARC's Del, see shared/data/PROVENANCE.md §6",
+    "sst2": "GLUE SST-2 train/dev and the A3T test set (ForeverZyh/A3T sst2test.txt; docs/DATA.md, "
+            "SST-2)",
+    "sst": "the SST trainDevTestTrees_PTB trees (docs/DATA.md, SST trees)",
+    "synonyms": "the counter-fitted neighbours of ForeverZyh/certified_lstms and the PPDB synonym "
+                "pairs of nmrksic/counter-fitting (docs/DATA.md, synonyms)",
+    "imdb": "aclImdb v1 and the split files of ForeverZyh/certified_lstms (docs/DATA.md, IMDB)",
+    "embeddings": "300-d vectors in GloVe's text format: GloVe from "
+                  "nlp.stanford.edu/projects/glove, or the w2v-movies stand-in (docs/DATA.md, "
+                  "word vectors)",
+    "stopwords.txt": "the 5 stop words of ARC's Del (docs/DATA.md, stop words)",
 }
 
 
@@ -43,73 +53,135 @@ class DataFileNotFoundError(FileNotFoundError):
 
 
 class DataFileError(ValueError):
-  """A data file cannot be read: truncated, corrupt, or not the file PROVENANCE.md describes."""
+  """A data file cannot be read: truncated, corrupt, refused by its checksum, or not the file
+  docs/DATA.md describes."""
 
 
-DEFAULT_FOLDERS = (Path("data"), Path("..") / "shared" / "data", _PACKAGE_SHARED_DATA)
-"""The folders tried, in order, when neither ``data_root`` nor ``$ARC_DATA_DIR`` is given."""
+@dataclasses.dataclass(frozen=True)
+class DataFolder:
+  """The chosen data folder.
+
+  Attributes:
+    path: the folder (absolute).
+    source: how it was chosen, as a run records it: ``"config.data_dir"``, ``"$ARC_DATA_DIR"``,
+      ``"./data"``, ``"$ARC_DATA_MIRROR"`` or ``"public sources"``.
+    mirror: the mirror's base URL when ``source`` is the mirror.
+  """
+
+  path: Path
+  source: str
+  mirror: str | None = None
+
+  @property
+  def downloads(self) -> bool:
+    """Whether missing files are fetched (a download folder)."""
+    return self.source in (MIRROR, PUBLIC)
+
+  def has(self, relative_path: str) -> bool:
+    """Whether ``relative_path`` is here, or can be fetched here."""
+    if (self.path / relative_path).is_file():
+      return True
+    from arc_jax.data import fetch  # pylint: disable=import-outside-toplevel  (imports TFDS)
+    if self.source == MIRROR:
+      return relative_path in fetch.layout()
+    return self.source == PUBLIC and relative_path in fetch.SOURCE_OF
+
+
+MIRROR, PUBLIC = "$ARC_DATA_MIRROR", "public sources"
+_logged: set[DataFolder] = set()
+
+
+def resolve(data_root: str | os.PathLike | None = None) -> DataFolder:
+  """The one folder every data file is read from (see the module docstring), logged once.
+
+  Raises:
+    DataFileNotFoundError: a named folder does not exist, naming how it was named.
+  """
+  if data_root is not None:
+    chosen = DataFolder(Path(data_root), "config.data_dir")
+  elif os.environ.get("ARC_DATA_DIR"):
+    chosen = DataFolder(Path(os.environ["ARC_DATA_DIR"]), "$ARC_DATA_DIR")
+  elif Path("data").is_dir():
+    chosen = DataFolder(Path("data"), "./data")
+  elif os.environ.get("ARC_DATA_MIRROR", "").strip():
+    chosen = DataFolder(cache_dir() / "data" / "mirror", MIRROR,
+                        os.environ["ARC_DATA_MIRROR"].strip().rstrip("/"))
+  else:
+    chosen = DataFolder(cache_dir() / "data" / "public", PUBLIC)
+  if not chosen.downloads and not chosen.path.is_dir():
+    raise DataFileNotFoundError(f"The data folder {chosen.path.absolute()} (from "
+                                f"{chosen.source}) does not exist; point it at a folder of the "
+                                f"files {DATA_DOCS} lists, or leave it unset to download them.")
+  chosen = dataclasses.replace(chosen, path=chosen.path.resolve())
+  if chosen not in _logged:
+    _logged.add(chosen)
+    logger.info("Data folder %s (%s%s).", chosen.path, chosen.source,
+                f" {chosen.mirror}, files fetched on first use" if chosen.mirror else
+                ", files made from their public sources on first use" if chosen.downloads else "")
+  return chosen
 
 
 def data_folder(data_root: str | os.PathLike | None = None) -> Path:
-  """The one folder every data file is read from (absolute; see the module docstring).
-
-  Raises:
-    DataFileNotFoundError: the chosen folder does not exist, naming how it was chosen.
-  """
-  if data_root is not None:
-    chosen, how = Path(data_root), "data_root (config.data_dir)"
-  elif os.environ.get("ARC_DATA_DIR"):
-    chosen, how = Path(os.environ["ARC_DATA_DIR"]), "$ARC_DATA_DIR"
-  else:
-    found = [folder for folder in DEFAULT_FOLDERS if folder.is_dir()]
-    if not found:
-      tried = ", ".join(str(f.absolute()) for f in DEFAULT_FOLDERS)
-      raise DataFileNotFoundError(f"No data folder: none of {tried} exists. Set $ARC_DATA_DIR "
-                                  "to the folder of shared/data/PROVENANCE.md's files.")
-    chosen, how = found[0], "the first existing of ./data, ../shared/data"
-  if not chosen.is_dir():
-    raise DataFileNotFoundError(f"The data folder {chosen.absolute()} (from {how}) does not "
-                                "exist; point it at the folder of shared/data/PROVENANCE.md's "
-                                "files.")
-  return chosen.resolve()
+  """The path of :func:`resolve`'s folder."""
+  return resolve(data_root).path
 
 
 def source_of(relative_path: str) -> str:
   """Where a data file comes from (for error messages)."""
-  return _SOURCES.get(Path(relative_path).parts[0], "see shared/data/PROVENANCE.md")
+  return _SOURCES.get(Path(relative_path).parts[0], f"see {DATA_DOCS}")
 
 
-def _missing_error(missing: Sequence[str], folder: Path) -> DataFileNotFoundError:
+def _missing_error(missing: Sequence[str], folder: DataFolder) -> DataFileNotFoundError:
   return DataFileNotFoundError(
-      f"Data file(s) {', '.join(missing)} not found in the data folder {folder}. They come from "
-      f"{source_of(missing[0])}. Put them there, or set $ARC_DATA_DIR to the folder that holds "
-      "them.")
+      f"Data file(s) {', '.join(missing)} not found in the data folder {folder.path} (from "
+      f"{folder.source}). They come from {source_of(missing[0])}. Put them there, or set "
+      "$ARC_DATA_DIR to the folder that holds them.")
+
+
+def _present(relative_path: str, folder: DataFolder) -> bool:
+  """Whether the file is in ``folder``, fetching it first into a download folder.
+
+  Raises:
+    DataFileError, DataFileNotFoundError: a refused or failed download, in one line.
+  """
+  if folder.downloads and not (folder.path / relative_path).is_file():
+    from arc_jax.data import fetch  # pylint: disable=import-outside-toplevel  (imports TFDS)
+    try:
+      fetch.fetch(relative_path, folder.path, folder.mirror)
+    except KeyError:
+      return False
+    except fetch.ChecksumError as refused:
+      raise DataFileError(str(refused)) from None
+    except fetch.FetchError as failed:
+      raise DataFileNotFoundError(str(failed)) from None
+  return (folder.path / relative_path).is_file()
 
 
 def find_data_file(relative_path: str, data_root: str | os.PathLike | None = None) -> Path:
-  """``<data folder>/<relative_path>``.
+  """``<data folder>/<relative_path>`` (fetched first into a download folder).
 
   Raises:
     DataFileNotFoundError: naming the file, the data folder and where the file comes from.
   """
-  folder = data_folder(data_root)
-  if not (folder / relative_path).is_file():
+  folder = resolve(data_root)
+  if not _present(relative_path, folder):
     raise _missing_error([relative_path], folder)
-  return folder / relative_path
+  return folder.path / relative_path
 
 
 def find_dataset_dir(name: str, files: Sequence[str],
                      data_root: str | os.PathLike | None = None) -> Path:
-  """``<data folder>/<name>``, which must hold every one of ``files``.
+  """``<data folder>/<name>``, which must hold every one of ``files`` (fetched first into a
+  download folder).
 
   Raises:
     DataFileNotFoundError: naming the missing files.
   """
-  folder = data_folder(data_root)
-  missing = [f"{name}/{f}" for f in files if not (folder / name / f).is_file()]
+  folder = resolve(data_root)
+  missing = [f"{name}/{f}" for f in files if not _present(f"{name}/{f}", folder)]
   if missing:
     raise _missing_error(missing, folder)
-  return folder / name
+  return folder.path / name
 
 
 _UNREADABLE = (EOFError, OSError, zlib.error, UnicodeDecodeError, json.JSONDecodeError)
@@ -150,3 +222,4 @@ def file_fingerprint(paths: Sequence[Path], *extra: str) -> str:
   for e in extra:
     digest.update(e.encode() + b"\n")
   return digest.hexdigest()[:16]
+

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from arc_jax.data.datasets import SPLITS, Example, load_imdb, load_sst2, load_sst_trees
-from arc_jax.data.embeddings import OovReport, build_vocab_and_embeddings, count_oov, drop_oov
+from arc_jax.data.embeddings import (OovReport, build_vocab_and_embeddings, count_oov,
+                                     default_vectors, drop_oov)
 from arc_jax.data.synonyms import (candidate_words, load_stopwords, load_synonyms,
                                    restrict_synonyms)
 
@@ -115,7 +116,7 @@ def prepare_lstm_data(dataset: str = "sst2", *, synonyms: str = "counterfitted",
     dataset: ``"sst2"`` or ``"imdb"``.
     synonyms: synonym lexicon, ``"counterfitted"`` or ``"ppdb"`` (see ``load_synonyms``).
     max_candidates: at most this many Sub candidates per word (1 = ARC's ``--use-fewer-sub``).
-    vectors: GloVe-format vector file; default the data root's stand-in vectors.
+    vectors: GloVe-format vector file; default :func:`~arc_jax.data.embeddings.default_vectors`.
     drop_empty: remove the sentences left without tokens (as ARC did); by default they stay,
       empty. Either way ``stats["splits"][split]["empty"]`` lists them.
     data_root, cache_dir: see :mod:`arc_jax.data.paths`.
@@ -126,7 +127,8 @@ def prepare_lstm_data(dataset: str = "sst2", *, synonyms: str = "counterfitted",
   examples = _LOADERS[dataset](data_root, cache_dir)
   lexicon = load_synonyms(synonyms, max_candidates=max_candidates, data_root=data_root)
   words = candidate_words(lexicon, (w for s in SPLITS for e in examples[s] for w in e.tokens))
-  embeddings = build_vocab_and_embeddings(words, vectors, data_root=data_root, cache_dir=cache_dir)
+  embeddings = build_vocab_and_embeddings(words, vectors or default_vectors(dataset, data_root),
+                                          data_root=data_root, cache_dir=cache_dir)
   splits, split_stats = {}, {}
   for split in SPLITS:
     splits[split], split_stats[split] = _text_split(examples[split], embeddings.vocab,
@@ -152,7 +154,8 @@ def prepare_tree_data(*, synonyms: str = "counterfitted", max_candidates: int | 
   trees = load_sst_trees(data_root, cache_dir)
   lexicon = load_synonyms(synonyms, max_candidates=max_candidates, data_root=data_root)
   leaves = [w for s in SPLITS for t in trees[s] for w in t.tokens]
-  embeddings = build_vocab_and_embeddings(candidate_words(lexicon, leaves), vectors,
+  embeddings = build_vocab_and_embeddings(candidate_words(lexicon, leaves),
+                                          vectors or default_vectors("sst_trees", data_root),
                                           keep_without_vectors=set(leaves), data_root=data_root,
                                           cache_dir=cache_dir)
   with_vectors = set(embeddings.vocab).difference(embeddings.missing)

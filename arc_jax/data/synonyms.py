@@ -1,6 +1,6 @@
 """Synonym lexicons for ``Sub`` and the stop words for ``Del``.
 
-Two lexicons (shared/data/PROVENANCE.md §3):
+Two lexicons (docs/DATA.md, synonyms):
 
 * ``"counterfitted"`` (default): counter-fitted vector neighbours, ``word → [neighbours]``
   (ARC's default attack surface, docs/ORIGINAL.md §2).

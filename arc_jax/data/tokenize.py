@@ -4,7 +4,7 @@ The Treebank rules follow the classic Penn Treebank ``tokenizer.sed`` convention
 ``TreebankWordTokenizer``): split contractions (``don't`` → ``do n't``), split most punctuation,
 turn double quotes into `````` / ``''``. Like the Treebank tokeniser they expect one sentence, so
 reviews are first cut into sentences at ``.``, ``!`` and ``?`` followed by white space (which is
-how the stand-in word vectors were trained, shared/data/PROVENANCE.md §5).
+how the stand-in word vectors were trained, docs/DATA.md, word vectors).
 """
 
 from __future__ import annotations

@@ -15,12 +15,10 @@ from typing import Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from arc_jax.data.fetch import STOP_WORDS
 from arc_jax.perturbation import transformations as tr
 
 Tokens = tr.Tokens
-
-STOP_WORDS = ("a", "and", "the", "of", "to")
-"""The original's stop words for Del (identical to ``shared/data/stopwords.txt``)."""
 
 
 def decomposition(budgets: Sequence[int]) -> np.ndarray:

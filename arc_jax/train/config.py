@@ -39,7 +39,7 @@ DATA_CHECK_FIELDS = ("min_vocab_coverage", "max_empty_share", "min_transformatio
 """The thresholds of the data sanity checks (:func:`arc_jax.train.experiment.check_data`)."""
 
 RUN_CONTROL_FIELDS = ("max_steps", "progress", "log_every", "checkpoint_every", "data_dir",
-                      *DATA_CHECK_FIELDS)
+                      "data_source", *DATA_CHECK_FIELDS)
 """Fields that may differ when an unfinished run is resumed: they steer the process, not the
 result (``checkpoint_every`` and ``log_every`` only change when files are written; a moved data
 folder is checked by the data fingerprint of the checkpoints; the data checks only refuse
@@ -57,8 +57,10 @@ FIELD_HELP = {
     "method": f"training method, a key of arc_jax.train.METHODS: {', '.join(METHODS)}",
     "model": "model family: lstm (LSTM / Bi-LSTM) or tree_lstm (Tree-LSTM)",
     "dataset": "sst2 or imdb (model lstm), sst_trees (model tree_lstm)",
-    "data_dir": "data folder; default $ARC_DATA_DIR, else the first of ./data, ../shared/data "
-                "(recorded in config.json)",
+    "data_dir": "data folder (only there); default $ARC_DATA_DIR, else ./data, else a download "
+                "folder filled from $ARC_DATA_MIRROR or the public sources (docs/DATA.md)",
+    "data_source": "set by the run, not by you: how its data folder was found (config.data_dir, "
+                   "$ARC_DATA_DIR, ./data, $ARC_DATA_MIRROR or public sources)",
     "synonyms": "Sub's lexicon: ppdb or counterfitted",
     "max_candidates": "Sub candidates per word, in file order (1: ARC's --use-fewer-sub; 0: all)",
     "num_train": "use the first N training examples (default all)",
@@ -151,7 +153,8 @@ def default_config() -> ml_collections.ConfigDict:
   c.num_train = config_dict.placeholder(int)
   c.num_dev = config_dict.placeholder(int)
   c.num_test = config_dict.placeholder(int)
-  c.data_dir = config_dict.placeholder(str)  # arc_jax.data.paths.data_folder
+  c.data_dir = config_dict.placeholder(str)  # arc_jax.data.paths.resolve
+  c.data_source = config_dict.placeholder(str)  # written by train_and_evaluate
   # Data sanity (arc_jax.train.experiment.check_data, which gives the shares of shared/data):
   # refuse data whose vector file covers less of the vocabulary, whose splits are left emptier,
   # or on whose training sentences a transformation of config.space fires less often than this.

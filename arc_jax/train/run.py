@@ -37,7 +37,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from arc_jax import parallel
 from arc_jax.data import num_batches
-from arc_jax.data.paths import data_folder
+from arc_jax.data.paths import resolve
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError
 from arc_jax.train.config import validate
 from arc_jax.train.experiment import Experiment, build_experiment
@@ -100,17 +100,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir, *, overwrite:
     again to resume).
 
   Nothing is written before the config, the work directory and the data pass their checks.
-  The data folder (:func:`arc_jax.data.paths.data_folder`) is resolved and logged;
+  The data folder (:func:`arc_jax.data.paths.resolve`) is resolved and logged;
   ``config.json`` records ``config.data_dir`` as given (None: found again wherever the run is
-  loaded), never this machine's path for a folder the user did not name.
+  loaded) and how the folder was found (``config.data_source``, a symbolic name), never this
+  machine's path for a folder the user did not name.
   """
   validate(config)
   config = ml_collections.ConfigDict(config.to_dict())
-  folder = data_folder(config.data_dir)
+  folder = resolve(config.data_dir)
+  config.data_source = folder.source
   run = RunDirectory(workdir)
   resumed = run.check(config, overwrite)
-  logger.info("Run directory %s (%s); data folder %s.", run.path.absolute(),
-              "resuming" if resumed else "new run", folder)
+  logger.info("Run directory %s (%s).", run.path.absolute(), "resuming" if resumed else "new run")
   experiment = build_experiment(config, mesh)
   run.claim(config, resumed, overwrite)
   checkpoints = Checkpoints(run.path)

@@ -95,11 +95,13 @@ def test_a_signal_saves_a_checkpoint_and_prints_the_resume_command(tmp_path, env
     if previous:  # the second run resumed where the first stopped
       assert f"Resuming the unfinished run in runs/{workdir.name} from step {previous}" in stderr
     else:  # the start says where it writes and what it reads; one bar with an ETA
-      assert f"Run directory {workdir} (new run); data folder {data_root.resolve()}." in stderr
+      assert f"Data folder {data_root.resolve()} ($ARC_DATA_DIR)." in stderr
+      assert f"Run directory {workdir} (new run)." in stderr
       assert re.search(r"train +\d+%\|.*\| \d+/5000 \[.*, epoch \d+/999, ETA \d+:\d\d:\d\d",
                        stderr.replace("\r", "\n"))
       # The folder came from $ARC_DATA_DIR: the config names no machine path for it.
-      assert json.loads((workdir / "config.json").read_text())["data_dir"] is None
+      recorded = json.loads((workdir / "config.json").read_text())
+      assert (recorded["data_dir"], recorded["data_source"]) == (None, "$ARC_DATA_DIR")
       logged = [json.loads(l) for l in (workdir / "metrics.jsonl").open()]
       events = tensorboard_scalars(workdir / "tensorboard")
       assert [s for s, _ in events["train/loss"]] == [r["step"] for r in logged
@@ -129,10 +131,10 @@ def train_errors(tmp_path, root):
                      r"per position; .* about \d+\.\d GiB .*--config\.allow_large_space=True"),
       "damaged data": ([TRAIN], {"ARC_DATA_DIR": str(damaged_root(root, tmp_path))},
                        r"error: Data file \S+/damaged/sst2/train\.tsv\.gz is truncated or corrupt "
-                       r"\(EOFError: .*GLUE SST-2 .*PROVENANCE\.md §1; fetch it again\."),
+                       r"\(EOFError: .*GLUE SST-2 .*docs/DATA\.md, SST-2\); fetch it again\."),
       "empty data folder": ([TRAIN], {"ARC_DATA_DIR": str(tmp_path)},
                             r"error: Data file\(s\) sst2/train\.tsv\.gz, .* not found in the data "
-                            rf"folder {tmp_path}\. .*GLUE"),
+                            rf"folder {tmp_path} \(from \$ARC_DATA_DIR\)\. .*GLUE"),
       "no run": ([EVALUATE, "--workdir", "runs/none"], {},
                  r"error: runs/none does not exist: it is not a run directory"),
   }

@@ -23,15 +23,28 @@ def test_env_var_root_comes_first(tmp_path, monkeypatch):
   assert paths.find_data_file("stopwords.txt") == (tmp_path / "env" / "stopwords.txt").resolve()
 
 
-def test_cwd_data_then_shared_data(tmp_path, monkeypatch):
+def test_the_documented_order_and_nothing_else(tmp_path, monkeypatch):
+  """config.data_dir, $ARC_DATA_DIR, ./data, the mirror, the public sources: each named folder
+  is the only one, and a folder beside the checkout (../shared/data) is never looked at."""
   monkeypatch.delenv("ARC_DATA_DIR", raising=False)
+  monkeypatch.delenv("ARC_DATA_MIRROR", raising=False)
+  monkeypatch.setenv("ARC_CACHE_DIR", str(tmp_path / "cache"))
   work = tmp_path / "repo"
   work.mkdir()
   monkeypatch.chdir(work)
-  _touch(tmp_path / "shared" / "data" / "a3t" / "en.key")
-  assert paths.find_data_file("a3t/en.key") == (tmp_path / "shared/data/a3t/en.key").resolve()
-  _touch(work / "data" / "a3t" / "en.key")
-  assert paths.find_data_file("a3t/en.key") == (work / "data/a3t/en.key").resolve()
+  _touch(tmp_path / "shared" / "data" / "stopwords.txt")
+  public = paths.resolve()
+  assert (public.source, public.path) == ("public sources", tmp_path / "cache/data/public")
+  monkeypatch.setenv("ARC_DATA_MIRROR", "http://mirror.example/base/")
+  mirror = paths.resolve()
+  assert (mirror.source, mirror.mirror) == ("$ARC_DATA_MIRROR", "http://mirror.example/base")
+  assert mirror.path == tmp_path / "cache/data/mirror" and mirror.downloads
+  _touch(work / "data" / "stopwords.txt")
+  assert paths.resolve().source == "./data"
+  assert paths.find_data_file("stopwords.txt") == (work / "data/stopwords.txt").resolve()
+  monkeypatch.setenv("ARC_DATA_DIR", str(_touch(tmp_path / "env" / "x").parent))
+  assert paths.resolve() == paths.DataFolder((tmp_path / "env").resolve(), "$ARC_DATA_DIR")
+  assert paths.resolve(tmp_path / "shared").source == "config.data_dir"
 
 
 def test_env_var_folder_is_the_only_one(tmp_path, monkeypatch):
@@ -51,6 +64,7 @@ def test_env_var_folder_is_the_only_one(tmp_path, monkeypatch):
 
 def test_files_are_never_mixed_from_two_folders(tmp_path, monkeypatch):
   monkeypatch.delenv("ARC_DATA_DIR", raising=False)
+  monkeypatch.setenv("ARC_DATA_MIRROR", "http://127.0.0.1:9/")  # never asked: ./data is named
   monkeypatch.chdir(_touch(tmp_path / "repo" / "data" / "a.txt").parents[1])
   _touch(tmp_path / "shared" / "data" / "b.txt")
   assert paths.data_folder() == (tmp_path / "repo" / "data").resolve()
@@ -79,7 +93,7 @@ def test_damaged_files_name_the_file_and_its_source(tmp_path, kind):
   with pytest.raises(paths.DataFileError, match="counterfitting_ppdb2.*counter-fitting"):
     load_synonyms("ppdb", data_root=_damage(synonyms, kind).parents[1])
   (tmp_path / "stopwords.txt").write_bytes(b"\xff\xfe")
-  with pytest.raises(paths.DataFileError, match="stopwords.txt .*UnicodeDecodeError.*§6"):
+  with pytest.raises(paths.DataFileError, match="stopwords.txt .*UnicodeDecodeError.*stop words"):
     load_stopwords(tmp_path)
 
 
@@ -89,7 +103,7 @@ def test_missing_file_error_names_file_folders_and_source(tmp_path):
   message = str(error.value)
   assert "sst2/test.txt" in message
   assert str(tmp_path.resolve()) in message
-  assert "A3T" in message and "PROVENANCE.md" in message
+  assert "A3T" in message and "docs/DATA.md" in message
   assert isinstance(error.value, FileNotFoundError)
 
 

@@ -40,7 +40,7 @@ def test_ppdb_pairs_go_both_ways(data_root):
 def test_unknown_kind_and_missing_file(data_root, tmp_path):
   with pytest.raises(ValueError, match="Unknown synonym lexicon 'wordnet'.*counterfitted"):
     synonyms.load_synonyms("wordnet", data_root=data_root)
-  with pytest.raises(DataFileNotFoundError, match="counterfitted_neighbors.*PROVENANCE"):
+  with pytest.raises(DataFileNotFoundError, match="counterfitted_neighbors.*docs/DATA.md"):
     synonyms.load_synonyms(data_root=tmp_path)
 
 

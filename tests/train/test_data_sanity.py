@@ -67,7 +67,7 @@ def test_the_fake_data_passes_and_each_threshold_refuses_what_it_measures(data_r
   with pytest.raises(DataFileError, match=r"^The vector file \S+/w2v-movies\.300d\.txt\.gz has "
                      r"vectors for 20 of the 26 words of the vocabulary \(76\.923%\), under "
                      r"config\.min_vocab_coverage=0\.8\. It should hold 300-d vectors .*"
-                     r"PROVENANCE\.md §5; fetch it again, or pass "
+                     r"word vectors\); fetch it again, or pass "
                      r"--config\.min_vocab_coverage=0\.0 to train anyway\.$"):
     checked(data_root, min_vocab_coverage=0.8)
   with pytest.raises(DataFileError, match=r"^20\.00% of the sst2 train examples \(1\) have no "
