@@ -29,13 +29,16 @@ import shutil
 import sys
 from pathlib import Path
 
-from arc_jax.data import DataFileError
-from arc_jax.train import use_compilation_cache
-from arc_jax.train.checkpoints import RunDirectory
-from arc_jax.train.export import (MODEL_DIR, ExportError, keep_run_data, load_kept_data,
-                                  portable_config, training_command, write_model_card)
-from arc_jax.train.families import FAMILIES
-from arc_jax.train.run import export_run
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # reproduce.py, beside this file
+
+from arc_jax.data import DataFileError  # noqa: E402
+from arc_jax.train import use_compilation_cache  # noqa: E402
+from arc_jax.train.checkpoints import RunDirectory  # noqa: E402
+from arc_jax.train.export import (  # noqa: E402
+    MODEL_DIR, ExportError, keep_run_data, load_kept_data, portable_config, training_command,
+    write_model_card)
+from arc_jax.train.families import FAMILIES  # noqa: E402
+from arc_jax.train.run import export_run  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 MAX_KEPT_BYTES = 4 * 2**20
@@ -46,7 +49,7 @@ DATA_FIELDS = ("model", "dataset", "synonyms", "max_candidates", "data_dir")
 @functools.cache
 def shipped_configs() -> dict[str, str]:
   """Run name → the shipped config ``FILE:ARG`` that experiments/reproduce.py trains it with."""
-  import reproduce  # pylint: disable=import-outside-toplevel  (experiments/, beside this file)
+  import reproduce  # pylint: disable=import-outside-toplevel  (imports the paper's tables)
   return {e.run.name: e.run.config for cell in reproduce.cells() for e in cell.evaluations}
 
 
