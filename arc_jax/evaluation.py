@@ -97,11 +97,12 @@ def restore_params(run: RunDirectory, experiment, which: str, fingerprint: dict)
     checkpoints.close()
 
 
-def load_run(workdir, checkpoint: str = "best"):
+def load_run(workdir, checkpoint: str = "best", space: str | None = None):
   """``(model, vocab, space)`` of a trained run, in one call: the model with the parameters of
   its ``"best"`` (selected epoch) or ``"latest"`` Orbax checkpoint (a folder of ``results/``
   gives its kept best model, :mod:`arc_jax.train.export`), the vocabulary (word → id) and the
-  run's perturbation space restricted to it (a tree space for Tree-LSTMs).
+  run's perturbation space, or the space ``space`` (a spec) over the run's lexicon, restricted to
+  the vocabulary (a tree space for Tree-LSTMs).
 
   A kept model that holds its data (every run of ``results/``) loads from its own files, with no
   data folder, in seconds. Otherwise the run's data and model are rebuilt from its
@@ -110,7 +111,8 @@ def load_run(workdir, checkpoint: str = "best"):
   """
   run = RunDirectory(workdir)
   data = load_kept_data(run.path) if _kept(run, checkpoint) and has_kept_data(run.path) else None
-  params, _, experiment = _restore(run, checkpoint, {}, data)
+  params, _, experiment = _restore(run, checkpoint, {} if space is None else {"space": space},
+                                   data)
   return _model(experiment, params), experiment.data.vocab, experiment.space
 
 

@@ -1,0 +1,163 @@
+"""Certifies your own text with a trained or kept model: ``arc-certify --model RUN [--space SPEC]
+[--labelled] [--output FILE] [FILE | -]``.
+
+Reads one example per line of FILE (default ``-``, standard input) and writes one JSON line per
+example: ``line``, ``tokens`` (as the model sees them: tokenised as its training data, words
+without a vector dropped and listed in ``dropped``), ``label``, ``prediction``, ``certified``
+(no member of S(x) changes the prediction away from the label), ``margin`` (a lower bound of
+the label's logit minus every other over S(x); positive when certified) and ``space_size``
+(|S(x)|, the number of application choices). Without ``--labelled`` the label is the model's
+own prediction, so ``certified`` says the prediction is robust; with it each line is
+``<label><TAB><text>``. Tree-LSTM lines are PTB trees (``(3 (2 a) (3 (3 good) (2 film)))``)
+whose leaves must be in the model's vocabulary.
+
+A kept model (``results/<run>``) needs no data folder and no network. Exit status 0; 2 with one
+line naming the fix for a user error (no such run, a bad space or input line); 130 (143) on
+Ctrl-C (SIGTERM). See arc_jax.certify and docs/DATA.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Iterable, TextIO
+
+import numpy as np
+
+from arc_jax.cli import common
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("input", nargs="?", default="-",
+                      help="file of sentences, one per line ('-': standard input)")
+  parser.add_argument("--model", required=True, help="a run directory or kept model (results/...)")
+  parser.add_argument("--space", help="perturbation space spec (default: the run's space)")
+  parser.add_argument("--labelled", action="store_true",
+                      help="each line is '<label><TAB><text>' (default: certify the prediction)")
+  parser.add_argument("--batch-size", type=int, default=32, help="sentences per certified batch")
+  parser.add_argument("--output", help="write the JSON lines here (default: standard output)")
+  return parser.parse_args(argv)
+
+
+class InputError(ValueError):
+  """A line of the input cannot be read as an example of the model."""
+
+
+def _split_label(line: str, number: int, labelled: bool) -> tuple[int | None, str]:
+  if not labelled:
+    return None, line
+  label, tab, text = line.partition("\t")
+  if not tab or not label.strip().lstrip("-").isdigit():
+    raise InputError(f"line {number}: expected '<label><TAB><text>' (--labelled), got "
+                     f"{line[:60]!r}; drop --labelled to certify the model's predictions.")
+  return int(label), text
+
+
+def read_examples(lines: Iterable[str], dataset: str, vocab, labelled: bool):
+  """(examples as the model takes them, labels or None per example, dropped words per example)
+  from raw input lines (blank lines skipped), tokenised as the run's ``dataset``."""
+  from arc_jax.data import parse_tree, review_tokens, whitespace_tokens  # pylint: disable=import-outside-toplevel
+  tokenize = review_tokens if dataset == "imdb" else whitespace_tokens
+  examples, labels, dropped, numbers = [], [], [], []
+  for number, line in enumerate(lines, start=1):
+    line = line.rstrip("\r\n")
+    if not line.strip():
+      continue
+    label, text = _split_label(line, number, labelled)
+    if dataset == "sst_trees":
+      try:
+        tree = parse_tree(text)
+      except ValueError as error:
+        raise InputError(f"line {number}: not a PTB tree ({error}); a Tree-LSTM reads one "
+                         "tree per line, e.g. '(3 (2 a) (3 (3 good) (2 film)))'.") from None
+      unknown = sorted({w for w in tree.tokens if w not in vocab})
+      if unknown:
+        raise InputError(f"line {number}: the leaves {unknown[:5]} are not in the model's "
+                         "vocabulary; a Tree-LSTM certifies trees of the words it has vectors "
+                         "for.")
+      examples.append(tree)
+      dropped.append([])
+    else:
+      tokens = tokenize(text)
+      examples.append(tuple(w for w in tokens if w in vocab))
+      dropped.append([w for w in tokens if w not in vocab])
+    labels.append(label)
+    numbers.append(number)
+  return examples, (labels if labelled else None), dropped, numbers
+
+
+def certify_examples(model, space, vocab, examples, labels, batch_size: int) -> dict:
+  """:func:`arc_jax.certify` of ``examples`` with ``labels``, or (None) with each example's own
+  prediction as its label: certified once with label 0, then the rows predicted otherwise again
+  with their prediction. Adds ``labels`` and ``predictions`` (n,) to its arrays."""
+  from arc_jax.certify import certify  # pylint: disable=import-outside-toplevel
+  given = labels is not None
+  first = certify(model, space, examples, labels if given else [0] * len(examples), vocab,
+                  batch_size=batch_size)
+  predictions = np.argmax(first["clean_logits"], axis=-1)
+  labels = np.asarray(labels, np.int32) if given else predictions.astype(np.int32)
+  again = np.flatnonzero(labels != 0) if not given else np.array([], np.int64)
+  if len(again):
+    redone = certify(model, space, [examples[i] for i in again], labels[again].tolist(), vocab,
+                     batch_size=batch_size)
+    for key, value in redone.items():
+      first[key][again] = value
+  return {**first, "labels": labels, "predictions": predictions}
+
+
+def _least_margin(margins: np.ndarray, label: int) -> float:
+  others = np.delete(margins, label)
+  return float(others.min()) if len(others) else float("inf")
+
+
+def write_lines(out: TextIO, results: dict, examples, dropped, numbers, space) -> None:
+  for i, example in enumerate(examples):
+    tokens = list(example.tokens) if hasattr(example, "tokens") else list(example)
+    label = int(results["labels"][i])
+    out.write(json.dumps({
+        "line": numbers[i], "tokens": tokens, "dropped": dropped[i], "label": label,
+        "prediction": int(results["predictions"][i]),
+        "certified": bool(results["certified"][i]),
+        "margin": round(_least_margin(np.asarray(results["margins"][i]), label), 6),
+        "space_size": int(space.count(example)),
+    }) + "\n")
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  common.setup_logging()
+  # pylint: disable=import-outside-toplevel  (JAX starts only when there is work: --help is fast)
+  from arc_jax.evaluation import load_run
+  from arc_jax.train import use_compilation_cache
+  from arc_jax.train.checkpoints import RunDirectory
+  from arc_jax.train.interrupt import exit_on_signals
+  use_compilation_cache()
+  try:
+    with exit_on_signals("stopped; the lines written so far are complete."):
+      dataset = RunDirectory(args.model).config().dataset
+      model, vocab, space = load_run(args.model, space=args.space)
+      source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+      with source:
+        examples, labels, dropped, numbers = read_examples(source, dataset, vocab, args.labelled)
+      if not examples:
+        return common.error(f"{args.input} holds no sentences: give one per line.")
+      results = certify_examples(model, space, vocab, examples, labels, args.batch_size)
+      if args.output is None:
+        write_lines(sys.stdout, results, examples, dropped, numbers, space)
+      else:
+        with open(args.output, "w", encoding="utf-8") as handle:
+          write_lines(handle, results, examples, dropped, numbers, space)
+  except (*common.USER_ERRORS, InputError, OSError, ValueError) as error:
+    return common.error(error)
+  return 0
+
+
+def run() -> None:
+  """The ``arc-certify`` console script."""
+  sys.exit(main())
+
+
+if __name__ == "__main__":
+  run()
