@@ -527,6 +527,12 @@ def process_run(run: Run, evaluations: list[Evaluation], runs_dir: Path, log: Pa
                             limits)
       done.append(f"evaluated {run.name} on {evaluation.space} ({','.join(evaluation.metrics)})"
                   + (f": exit {status}, see {log}" if status else ""))
+    if any(line.startswith("evaluated") for line in done):
+      # The model card lists the results files: written again once they are all there.
+      status = _run_command([PYTHON, "experiments/export.py", "--upgrade",
+                             str(RESULTS.relative_to(ROOT) / run.name)], log, limits)
+      done.append(f"model card of {run.name} written" + (f": exit {status}, see {log}"
+                                                        if status else ""))
   except DeadlineReached:
     done.append(f"stopped {run.name} at the --stop-after time; run again to resume")
   return done

@@ -247,3 +247,24 @@ def test_an_unfinished_run_is_stashed_listed_and_unpacked_to_resume(tmp_path, mo
                       "exported arc_lstm_x"]
   assert calls == ["experiments/train.py", "experiments/export.py"]
   assert not (tmp_path / "results" / "unfinished" / "arc_lstm_x.tar.gz").exists()
+
+
+def test_the_model_card_is_written_again_after_new_evaluations(tmp_path, monkeypatch):
+  """A kept run evaluated anew gets its model card rewritten (experiments/export.py --upgrade),
+  so its metrics table lists the new results files; with nothing evaluated nothing is run."""
+  monkeypatch.setattr(reproduce, "ROOT", tmp_path)
+  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce, "kept", lambda run: True)
+  run = reproduce.Run("arc_lstm_x", "arc.py:lstm,del2sub2")
+  evaluation = reproduce.Evaluation(run, "[(Sub,3)]", ("acc", "cf"))
+  calls = []
+  monkeypatch.setattr(reproduce, "_run_command", lambda args, log, limits=None: calls.append(
+      args[1:]) or 0)
+  monkeypatch.setattr(reproduce, "find_result", lambda evaluation: None)
+  done = reproduce.process_run(run, [evaluation], tmp_path, tmp_path / "log", False)
+  assert calls[-1] == ["experiments/export.py", "--upgrade", "results/arc_lstm_x"]
+  assert done[-1] == "model card of arc_lstm_x written"
+  calls.clear()
+  monkeypatch.setattr(reproduce, "find_result", lambda evaluation: "found")
+  assert reproduce.process_run(run, [evaluation], tmp_path, tmp_path / "log", False) == []
+  assert calls == []
