@@ -2,6 +2,7 @@
 
 import re
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from flax import nnx
 
 import arc_jax
-from arc_jax.certify import certify, certify_jit
+from arc_jax.certify import api, certify, certify_jit
 from arc_jax.certify.augmented import certify_split
 from arc_jax.data.trees import from_nested
 from arc_jax.linear_step import LINEAR_STEP
@@ -121,21 +122,39 @@ def test_certify_trees_in_one_call_refuses_bad_trees():
   assert np.all(out["clean_logits"] <= out["logits_hi"])
 
 
-def test_certify_reuses_its_compilation_across_calls():
+CERTIFY_MODEL = api.certify_model
+
+
+def trace_at_most(monkeypatch, n):
+  """Lets the library's own ``certify_jit`` trace its program at most ``n`` more times.
+
+  ``certify_jit`` jits ``_certify_state``, which calls ``api.certify_model`` once per trace:
+  wrapped in ``chex.assert_max_traces``, a trace beyond ``n`` raises. JAX's caches are cleared
+  first, so programs compiled by earlier tests do not hide this test's traces.
+  """
+  jax.clear_caches()
+  chex.clear_trace_counter()
+  monkeypatch.setattr(api, "certify_model", chex.assert_max_traces(CERTIFY_MODEL, n=n))
+
+
+def test_certify_reuses_its_compilation_across_calls(monkeypatch):
+  """Batches of the same shape and reachable grid, from the same or a new same-shaped model,
+  share one trace of certify_jit; a batch on a smaller grid is traced again."""
   model, space = small_model(), parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad"]})
+  trace_at_most(monkeypatch, 1)
   certify(model, space, [["a", "good", "movie"]], [0], VOCAB, batch_size=4)
-  compiled = certify_jit._cache_size()  # pylint: disable=protected-access
   certify(model, space, [["good", "movie"], ["the", "bad"]], [1, 0], VOCAB, batch_size=4)
   # A new, same-shaped model; its batch reaches both Del and Sub as the others do (the DP compiles
   # once per reachable grid, see reachable_signature).
   certify(small_model(), space, [["the", "good"]], [1], VOCAB, batch_size=4)
-  assert certify_jit._cache_size() == compiled  # pylint: disable=protected-access
-  certify(small_model(), space, [["good"]], [1], VOCAB, batch_size=4)  # Sub only: a smaller grid
-  assert certify_jit._cache_size() == compiled + 1  # pylint: disable=protected-access
+  chex.clear_trace_counter()
+  monkeypatch.setattr(api, "certify_model", chex.assert_max_traces(CERTIFY_MODEL, n=0))
+  with pytest.raises(AssertionError, match="traced > 0 times"):  # Sub only: a smaller grid
+    certify(small_model(), space, [["good"]], [1], VOCAB, batch_size=4)
 
 
-def test_certify_bounds_its_compiled_shapes_with_the_same_certificates():
-  """certify(max_dp_shapes=1) runs every batch on one (width, grid) shape, compiling once,
+def test_certify_bounds_its_compiled_shapes_with_the_same_certificates(monkeypatch):
+  """certify(max_dp_shapes=1) runs every batch on one (width, grid) shape, tracing once,
   with the certificates of the exact grids (0: one shape per length bucket and grid)."""
   model = small_model()
   space = parse_space("[(Del,2),(Sub,1)]", synonyms={"good": ["bad"], "movie": ["good"]})
@@ -143,9 +162,8 @@ def test_certify_bounds_its_compiled_shapes_with_the_same_certificates():
                ["bad"] * 9, ["a", "the", "good"]]
   labels = [0, 1, 1, 0, 1]
   exact = certify(model, space, sentences, labels, VOCAB, batch_size=1, max_dp_shapes=0)
-  compiled = certify_jit._cache_size()  # pylint: disable=protected-access
+  trace_at_most(monkeypatch, 1)
   bounded = certify(model, space, sentences, labels, VOCAB, batch_size=1, max_dp_shapes=1)
-  assert certify_jit._cache_size() == compiled + 1  # pylint: disable=protected-access
   np.testing.assert_array_equal(bounded["certified"], exact["certified"])
   for key in ("margins", "logits_lo", "logits_hi", "clean_logits"):
     np.testing.assert_allclose(bounded[key], exact[key], rtol=1e-5, atol=1e-6)
