@@ -42,7 +42,6 @@ from typing import Any, Sequence
 import jax
 import ml_collections
 import numpy as np
-from flax import nnx
 from jax.sharding import Mesh
 
 from arc_jax import metrics as metric_registry
@@ -109,11 +108,19 @@ def load_run(workdir, checkpoint: str = "best", space: str | None = None):
   ``config.json`` (the data files must be found, see :mod:`arc_jax.data.paths`) and the
   checkpoint is restored into them.
   """
+  params, experiment = load_for_examples(workdir, checkpoint, space)
+  return experiment.model(params), experiment.data.vocab, experiment.space
+
+
+def load_for_examples(workdir, checkpoint: str = "best", space: str | None = None):
+  """``(params, experiment)`` for certifying, attacking or verifying examples of one's own
+  (:func:`load_run`'s, with the whole experiment: family, builder, placement): a kept model's
+  experiment has its kept data and no splits; another run's is rebuilt from the data folder."""
   run = RunDirectory(workdir)
   data = load_kept_data(run.path) if _kept(run, checkpoint) and has_kept_data(run.path) else None
   params, _, experiment = _restore(run, checkpoint, {} if space is None else {"space": space},
                                    data)
-  return _model(experiment, params), experiment.data.vocab, experiment.space
+  return params, experiment
 
 
 def _restore(run: RunDirectory, checkpoint: str, overrides: dict, data=None):
@@ -125,10 +132,6 @@ def _restore(run: RunDirectory, checkpoint: str, overrides: dict, data=None):
   experiment = build_experiment(config, data=data)
   params, meta = restore_params(run, experiment, checkpoint, experiment.data_fingerprint())
   return params, meta, experiment
-
-
-def _model(experiment, params) -> nnx.Module:
-  return nnx.merge(experiment.graphdef, params, experiment.rest)
 
 
 def restore_run(workdir, checkpoint: str = "best", **overrides):
@@ -145,7 +148,7 @@ def load_experiment(workdir, checkpoint: str = "best", **overrides):
   :class:`~arc_jax.train.experiment.Experiment` of the run (its data splits, e.g.
   ``experiment.examples("test")``, and space), as :func:`restore_run` makes them."""
   params, _, experiment = restore_run(workdir, checkpoint, **overrides)
-  return _model(experiment, params), experiment
+  return experiment.model(params), experiment
 
 
 def _entry(robust: np.ndarray, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:

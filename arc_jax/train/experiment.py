@@ -101,6 +101,10 @@ class Experiment:
     return self.family.lower(self.builder, members, np.concatenate([labels[indices]] * 2),
                              range(len(members)), 2 * len(batch.indices), False)
 
+  def model(self, params: nnx.State) -> nnx.Module:
+    """The model with ``params`` (and the frozen embeddings)."""
+    return nnx.merge(self.graphdef, params, self.rest)
+
   def placed(self, params: nnx.State) -> Placed:
     """The model with ``params`` as the host-side searches run it."""
     return Placed(self.graphdef, params, self.rest, self.mesh)

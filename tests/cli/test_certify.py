@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from flax import nnx
 
 import arc_jax
@@ -16,6 +17,8 @@ from arc_jax.nn.models import predict
 
 REPO = Path(__file__).resolve().parents[2]
 KEPT = REPO / "results" / "arc_lstm_del2sub2"
+requires_real_data = pytest.mark.skipif(not (Path(os.environ["ARC_DATA_DIR"]) / "sst2").is_dir(),
+                                        reason="real data not found ($ARC_DATA_DIR)")
 SENTENCES = ["A charming and often affecting journey .", "",
              "the movie -LRB- a film -RRB- is bad , and the acting is worse",
              "zyzzyvas qwxzqj", "this film is a total waste of time"]
@@ -77,3 +80,68 @@ def test_the_console_script_reads_standard_input(tmp_path):
   assert done.returncode == 0, done.stderr[-2000:]
   row = json.loads(done.stdout)
   assert row["tokens"] == ["a", "good", "film"] and row["space_size"] > 1
+
+
+def test_attack_and_exact_answers_are_members_that_flip_the_prediction(tmp_path, monkeypatch):
+  _no_data(tmp_path, monkeypatch)
+  model_dir = REPO / "results" / "normal_lstm"  # certifies little: HotFlip finds flips
+  (tmp_path / "in.txt").write_text("the movie is bad\na charming and often affecting journey .\n"
+                                   "a bad , bad film\n")
+  assert cli.main(["--model", str(model_dir), "--attack", "--exact", "--output",
+                   str(tmp_path / "out.jsonl"), str(tmp_path / "in.txt")]) == 0
+  rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+  model, vocab, space = arc_jax.load_run(model_dir)
+  graphdef, state = nnx.split(model)
+
+  def predicted(tokens):
+    ids = np.array([[vocab[w] for w in tokens] or [0]], np.int32)
+    return int(np.argmax(predict(graphdef, state, ids, np.array([len(tokens)], np.int32))))
+
+  assert any(r["counterexample"] for r in rows) and {r["exact"] for r in rows} <= {
+      "robust", "not robust", "unknown"}
+  for row in rows:
+    members = set(space.enumerate(row["tokens"]))
+    for found in (row["counterexample"], row["exact_counterexample"]):
+      if found is not None:
+        assert tuple(found) in members and predicted(found) != row["label"], row
+    assert row["certified"] <= (row["exact"] == "robust")
+    assert (row["exact"] == "not robust") == (row["exact_counterexample"] is not None)
+    assert row["counterexample"] is None or row["exact"] == "not robust"
+
+
+def test_exact_is_refused_for_trees_in_one_line(tmp_path, monkeypatch, capsys):
+  _no_data(tmp_path, monkeypatch)
+  (tmp_path / "in.txt").write_text("(3 (2 a) (3 (3 good) (2 film)))\n")
+  assert cli.main(["--model", str(REPO / "results" / "arc_tree_del2sub2"), "--exact",
+                   str(tmp_path / "in.txt")]) == 2
+  assert "--exact supports LSTM and Bi-LSTM models" in capsys.readouterr().err
+
+
+def _agrees_with_evaluate(tmp_path, first):
+  """arc-certify --labelled on the SST-2 test sentences as the model sees them certifies
+  exactly the sentences that evaluate.py's CF certifies."""
+  from arc_jax import metrics  # pylint: disable=import-outside-toplevel
+  from arc_jax.evaluation import restore_run  # pylint: disable=import-outside-toplevel
+  params, _, experiment = restore_run(KEPT, num_test=first)
+  cf = metrics.certified(metrics.Context(experiment, params, "test", {}, progress=False)).robust
+  tokens, labels = experiment.examples("test")
+  (tmp_path / "test.txt").write_text("".join(f"{y}\t{' '.join(t)}\n"
+                                             for t, y in zip(tokens, labels)))
+  assert cli.main(["--model", str(KEPT), "--labelled", "--output", str(tmp_path / "out.jsonl"),
+                   str(tmp_path / "test.txt")]) == 0
+  rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+  assert [tuple(r["tokens"]) for r in rows] == [tuple(t) for t in tokens]
+  assert np.array_equal([r["certified"] for r in rows], cf), np.flatnonzero(
+      np.array([r["certified"] for r in rows]) != cf)
+  return int(cf.sum())
+
+
+@requires_real_data
+def test_certificates_agree_with_evaluate_cf_on_the_first_test_sentences(tmp_path):
+  assert _agrees_with_evaluate(tmp_path, 200) > 100
+
+
+@requires_real_data
+@pytest.mark.slow
+def test_certificates_agree_with_evaluate_cf_on_the_whole_test_set(tmp_path):
+  assert _agrees_with_evaluate(tmp_path, None) > 1000
