@@ -35,13 +35,13 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import tensorflow_datasets as tfds
-from tensorflow_datasets.core.download import checksums as tfds_checksums
-from tensorflow_datasets.core.download.download_manager import NonMatchingChecksumError
 
 from arc_jax.data.locks import exclusively
+
+if TYPE_CHECKING:  # TFDS is imported when a download starts: Del's STOP_WORDS come from here
+  from tensorflow_datasets.core.download.checksums import UrlInfo
 
 logger = logging.getLogger(__name__)
 
@@ -173,17 +173,18 @@ SOURCES: tuple[Source, ...] = (
 SOURCE_OF = {output: source for source in SOURCES for output in source.outputs}
 
 
-def _read_table(path: Path) -> dict[str, tfds_checksums.UrlInfo]:
+def _read_table(path: Path) -> dict[str, UrlInfo]:
   """A TFDS checksums file (``url size sha256 [filename]`` per line) as ``{url: UrlInfo}``."""
-  return tfds_checksums.load_url_infos(path)
+  from tensorflow_datasets.core.download import checksums  # pylint: disable=import-outside-toplevel
+  return checksums.load_url_infos(path)
 
 
-def registered_checksums() -> dict[str, tfds_checksums.UrlInfo]:
+def registered_checksums() -> dict[str, UrlInfo]:
   """The public sources' registered sizes and sha256 (``checksums.tsv``)."""
   return _read_table(CHECKSUMS_FILE)
 
 
-def layout() -> dict[str, tfds_checksums.UrlInfo]:
+def layout() -> dict[str, UrlInfo]:
   """Layout path → size and sha256 of the data folder's files (``layout.tsv``): what a mirror
   serves."""
   return _read_table(LAYOUT_FILE)
@@ -245,6 +246,9 @@ def _download(url: str, expected, table: str, scratch: Path, name: str) -> Path:
   """Downloads ``url`` into ``scratch`` through TFDS's download manager, which checks it against
   ``expected`` (a ``UrlInfo`` of the file ``table``; None: unregistered, its sha256 is
   logged)."""
+  # pylint: disable=import-outside-toplevel
+  import tensorflow_datasets as tfds
+  from tensorflow_datasets.core.download.download_manager import NonMatchingChecksumError
   manager = tfds.download.DownloadManager(
       download_dir=scratch, url_infos=None if expected is None else {url: expected})
   logger.info("Downloading %s for %s%s.", url, name,
