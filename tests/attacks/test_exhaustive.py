@@ -4,6 +4,7 @@ CF ≤ EX ≤ Acc with real certificates, and a bounded number of predictor comp
 import functools
 import json
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -234,25 +235,25 @@ def test_certified_le_exhaustive_le_accuracy_with_real_certificates():
 
 
 def test_compiles_once_per_length_bucket():
+  """Enumeration calls the jitted model on full batches of 16 rows, traced at most once per
+  length bucket of the members (chex.assert_max_traces), not once per sentence."""
   model = make_model(3)
   graphdef, state = nnx.split(model)
-  traces = []
-
-  @jax.jit
-  def counted(token_ids, lengths):
-    traces.append(token_ids.shape)
-    return nnx.merge(graphdef, state)(token_ids, lengths)
-
   rng = np.random.default_rng(3)
   space = parse_space("[(Ins,2),(Del,1)]")
   sentences = [tuple(rng.choice(WORDS[1:], size=n)) for n in range(1, 21)] * 2
   labels = rng.integers(0, 2, size=len(sentences))
+  widths = {bucket(max(len(m), 1)) for s in sentences for m in space.enumerate(s)}
+  assert len(widths) < len(sentences)
+  chex.clear_trace_counter()
+
+  @jax.jit
+  @chex.assert_max_traces(n=len(widths))
+  def counted(token_ids, lengths):
+    chex.assert_shape(token_ids, (16, None))  # checked at each trace
+    return nnx.merge(graphdef, state)(token_ids, lengths)
 
   exhaustive_robustness(counted, space, sentences, labels, VOCAB, batch_size=16)
-
-  widths = {bucket(max(len(m), 1)) for s in sentences for m in space.enumerate(s)}
-  assert len(traces) <= len(widths) < len(sentences)
-  assert all(shape[0] == 16 for shape in traces)
 
 
 def test_summary_counts_and_empty_input(capsys):

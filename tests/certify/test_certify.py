@@ -6,6 +6,7 @@ logits of *every* string that ``Space.enumerate`` produces lie inside the certif
 
 import dataclasses
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -280,26 +281,21 @@ def test_certify_fn_jits_once_per_bucket_and_vmaps_and_grads():
   space = parse_space("[(Del,2),(Sub,2)]", synonyms={"good": ["best"], "movie": ["film"]})
   builder = PlanBuilder(space, VOCAB)
   graphdef, state = nnx.split(model)
-  traces = []
   certify_fn = make_certify_fn(graphdef, space)
-
-  def counted(*args):
-    traces.append(1)
-    return certify_fn(*args)
-
-  jitted = jax.jit(counted)
+  chex.clear_trace_counter()
+  once = jax.jit(chex.assert_max_traces(certify_fn, n=1))  # raises if a batch retraces it
   labels = jnp.zeros((4,), jnp.int32)
   batches = [["the good movie".split(), "a movie".split()],
              ["good good".split(), "the good film movie".split(), "x".split()]]
   assert len({builder.build(s, batch_size=4).shape for s in batches}) == 1, "one bucket expected"
   for sentences in batches:
-    jitted(state, builder.build(sentences, batch_size=4), labels, 1.0)
-    jitted(state, builder.build(sentences, batch_size=4), labels, 0.5)
-  assert len(traces) == 1, "certify_fn was retraced for a batch of the same bucket"
+    once(state, builder.build(sentences, batch_size=4), labels, 1.0)
+    once(state, builder.build(sentences, batch_size=4), labels, 0.5)
 
   plan = builder.build(batches[1], batch_size=4)
   eps = jnp.array([0.0, 0.5, 1.0])
   stacked = jax.jit(jax.vmap(certify_fn, in_axes=(None, None, None, 0)))(state, plan, labels, eps)
+  jitted = jax.jit(certify_fn)
   for i, e in enumerate(eps):
     single = jitted(state, plan, labels, e)
     np.testing.assert_allclose(stacked.margins[i], single.margins, rtol=1e-5, atol=1e-6)

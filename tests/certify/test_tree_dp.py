@@ -11,6 +11,7 @@ the traced ``budgets`` argument; batches use fixed shapes.
 
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -315,10 +316,10 @@ def test_certify_tree_fn_jits_once_per_bucket_and_grads_with_dropout():
   builder = TreeBatchBuilder(VOCAB, space, min_substitutes=4, width=8)
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
   certify_fn = make_certify_fn(graphdef, space)
-  traces = []
+  chex.clear_trace_counter()
 
+  @chex.assert_max_traces(n=1)  # raises if a batch of the same bucket retraces the step
   def loss(params, batch, eps, key):
-    traces.append(1)
     cert = certify_fn((params, rest), batch, batch.labels, eps, key)
     labelled = batch.labels >= 0
     ce = optax.softmax_cross_entropy_with_integer_labels(cert.worst_case_logits,
@@ -336,7 +337,6 @@ def test_certify_tree_fn_jits_once_per_bucket_and_grads_with_dropout():
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
     assert any(float(jnp.abs(g).sum()) > 0 for g in jax.tree.leaves(grads))
     widths.append(float(jnp.sum(cert.logits.hi - cert.logits.lo)))
-  assert len(traces) == 1, "certify_tree_fn was retraced for a batch of the same bucket"
   assert widths[0] < widths[1], "eps = 0 should shrink the Sub boxes to the original words"
 
 
