@@ -1,5 +1,6 @@
 """Each interval rule encloses sampled concrete results, and a point interval is exact."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from arc_jax import interval as iv
+from jit_variants import assert_boxes_enclose, assert_same_result, points_in
 
 
 
@@ -321,3 +323,57 @@ def test_fused_lstm_update_of_a_point_is_narrow(dtype):
     assert np.all(box.lo <= concrete) and np.all(concrete <= box.hi)
     assert np.max(np.asarray(box.hi - box.lo)) <= 100 * np.finfo(dtype).eps * (
         1 + np.max(np.abs(np.asarray(c))))
+
+
+class RulesJittedOrNotTest(chex.TestCase):
+  """The interval rules are pure: jitted and not (chex variants) they give the same boxes, exact
+  for the rules that only select or compare ends, and in both the boxes enclose the concrete
+  results of the same rules on sampled points, evaluated under the same variant."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_rules_agree_jitted_or_not_and_stay_sound(self):
+    rng = np.random.default_rng(7)
+    x, y = random_box(rng, (3, 5), 2.0), random_box(rng, (3, 5), 2.0)
+    gates, recurrent, c = (random_box(rng, s, 2.0) for s in ((3, 8), (3, 8), (3, 2)))
+    w, b = jnp.asarray(rng.normal(size=(5, 4))), jnp.asarray(rng.normal(size=4))
+    gate = iv.Interval(jax.nn.sigmoid(y.lo), jax.nn.sigmoid(y.hi))  # nonnegative
+    condition = jnp.asarray(rng.random((3, 5)) < 0.5)
+    cases = {  # name: (rule, boxed arguments, exact)
+        "linear": (lambda a: iv.linear(a, w, b), (x,), False),
+        "add": (iv.add, (x, y), False),
+        "mul": (iv.mul, (x, y), False),
+        "mul_nonneg": (iv.mul_nonneg, (gate, x), False),
+        "scale": (lambda a: iv.scale(a, jnp.abs(w[0, 0]) + 0.5), (x,), False),
+        "relu": (lambda a: iv.monotone(jax.nn.relu, a), (x,), True),
+        "sigmoid": (lambda a: iv.monotone(jax.nn.sigmoid, a), (x,), False),
+        "tanh": (lambda a: iv.monotone(jnp.tanh, a), (x,), False),
+        "exp": (lambda a: iv.monotone(jnp.exp, a), (x,), False),
+        "lstm_update": (iv.SOUND.lstm_update, (gates, recurrent, c), False),
+        "join": (iv.join, (x, y), True),
+        "where": (lambda a, z: iv.where(condition, a, z), (x, y), True),
+    }
+    for name, (rule, boxes, exact) in cases.items():
+      with self.subTest(name):
+        out = self.variant(rule)(*boxes)
+        assert_same_result(out, rule(*boxes), exact)
+        chex.assert_type(jax.tree.leaves(out), float)
+        if name == "join":  # either argument's points lie in the join
+          assert_boxes_enclose(out, points_in(rng, x))
+          assert_boxes_enclose(out, points_in(rng, y))
+          continue
+        points = [jnp.asarray(points_in(rng, box)) for box in boxes]
+        assert_boxes_enclose(out, self.variant(rule)(*points))
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_hull_is_the_same_jitted_or_not(self):
+    rng = np.random.default_rng(8)
+    values = random_box(rng, (2, 4, 3), 1.0)
+    mask = jnp.asarray([[True, False, True, True], [False, False, False, False]])
+    empty = iv.point(jnp.zeros((2, 3)))
+    hull = self.variant(lambda v, m: iv.hull(v, m, axis=1, empty=empty))(values, mask)
+    assert_same_result(hull, iv.hull(values, mask, axis=1, empty=empty), exact=True)
+    chex.assert_shape([hull.lo, hull.hi], (2, 3))
+    for r in (0, 2, 3):  # row 0's candidates
+      assert_boxes_enclose(hull[0], values.lo[0, r])
+      assert_boxes_enclose(hull[0], values.hi[0, r])
+    chex.assert_trees_all_equal(hull[1], empty[1])  # no candidate: the empty point
