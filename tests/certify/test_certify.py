@@ -23,6 +23,7 @@ from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.perturbation import (PlanBuilder, ShapeMenu, on_reachable_grid, parse_space,
                                   reachable_signature)
+from jit_variants import assert_boxes_enclose, assert_same_result
 
 
 
@@ -386,3 +387,30 @@ def test_word_table_is_skipped_where_the_dp_projects_fewer_ids():
     expected = tokens + (sub.replacement_ids.size + plan.token_ids.size if "Sub" in spec else 0)
     assert _projected_ids(model, plan, space.signature) == expected
   assert expected > plan.distinct_words >= tokens  # the Sub space uses the table
+
+
+class CertifyFnJittedOrNotTest(chex.TestCase):
+  """make_certify_fn's certify_fn is pure: jitted and not (chex variants) it gives the same
+  certificate, and in both the logit box contains the concrete logits of every member string
+  and the margins bound their differences, without tolerance (float64)."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_certify_fn_agrees_jitted_or_not_and_is_sound(self):
+    model = make_model(5, 2, 1.0, bidirectional=False)
+    space = parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["best"], "movie": ["film"]})
+    space = space.restricted_to(VOCAB)
+    sentences = ["the good movie".split(), "a film".split()]
+    plan = PlanBuilder(space, VOCAB).build(sentences, batch_size=2)
+    labels = jnp.asarray([1, 0], jnp.int32)
+    graphdef, state = nnx.split(model)
+    certify_fn = make_certify_fn(graphdef, space)
+    cert = self.variant(certify_fn)(state, plan, labels, 1.0)
+    assert_same_result(cert, certify_fn(state, plan, labels, 1.0), exact=False)
+    chex.assert_shape([cert.logits.lo, cert.logits.hi, cert.clean_logits, cert.margins], (2, 2))
+    chex.assert_type([cert.logits.lo, cert.margins], jnp.float64)
+    chex.assert_type(cert.certified, bool)
+    for b, sentence in enumerate(sentences):
+      logits = concrete_logits(model, list(space.enumerate(sentence)))
+      assert_boxes_enclose(cert.logits[b], logits)
+      y = int(labels[b])
+      assert np.all(np.asarray(cert.margins[b]) <= logits[:, y:y + 1] - logits)

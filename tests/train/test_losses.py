@@ -1,5 +1,6 @@
 """Clean and certified losses (arc_jax.train.losses)."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +9,8 @@ import pytest
 from arc_jax import interval as iv
 from arc_jax.certify import Certificate
 from arc_jax.train import max_of_means_loss, worst_case_loss
-from arc_jax.train.losses import node_cross_entropy
+from arc_jax.train.losses import arc_loss, cross_entropy, node_cross_entropy
+from jit_variants import assert_same_result
 
 
 def random_certificate(rng, labels):
@@ -71,3 +73,38 @@ def test_node_cross_entropy_averages_over_the_labelled_nodes_only():
                       for b, n in zip(*np.nonzero(labels >= 0))])
   got = node_cross_entropy(jnp.asarray(logits), jnp.asarray(labels))
   np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+class LossesJittedOrNotTest(chex.TestCase):
+  """The losses are pure: jitted and not (chex variants) they give the same scalar (float32, a
+  few ulps), and in both the worst-case loss bounds the max-of-means loss and the cross-entropy
+  of logits that meet the certified margins."""
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_losses_agree_jitted_or_not_and_keep_their_order(self):
+    rng = np.random.default_rng(3)
+    labels = jnp.asarray([1, 0, 1, 1, 0])
+    weights = jnp.asarray([1, 1, 1, 0, 1], jnp.float32)
+    cert = random_certificate(rng, np.asarray(labels))
+    node_logits = jnp.asarray(rng.normal(size=(2, 3, 5)).astype(np.float32))
+    node_labels = jnp.asarray([[4, -1, 0], [-1, -1, 2]])
+    # Logits z with z_y − z_j ≥ margins_j for every j ≠ y: each row's CE is ≤ its worst case.
+    slack = np.where(np.arange(2)[None] == np.asarray(labels)[:, None], 0.0,
+                     rng.uniform(0, 1, size=(5, 2))).astype(np.float32)
+    meeting = cert.worst_case_logits - jnp.asarray(slack)
+    losses = {
+        "cross_entropy": (cross_entropy, (cert.clean_logits, labels, weights)),
+        "cross_entropy_meeting_margins": (cross_entropy, (meeting, labels, weights)),
+        "node_cross_entropy": (node_cross_entropy, (node_logits, node_labels)),
+        "worst_case": (worst_case_loss, (cert, labels, weights)),
+        "max_of_means": (max_of_means_loss, (cert, labels, weights)),
+        "arc": (arc_loss, (jnp.float32(0.7), jnp.float32(1.5), jnp.float32(0.25))),
+    }
+    out = {}
+    for name, (loss, args) in losses.items():
+      out[name] = self.variant(loss)(*args)
+      assert_same_result(out[name], loss(*args), exact=False)
+      chex.assert_shape(out[name], ())
+      chex.assert_type(out[name], jnp.float32)
+    assert out["max_of_means"] <= out["worst_case"]
+    assert out["cross_entropy_meeting_margins"] <= out["worst_case"]
