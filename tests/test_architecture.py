@@ -25,7 +25,8 @@ LAYERS = (
     {"certify", "attacks"},  # certification DPs; enumeration, HotFlip, sampling
     {"verify"},  # complete verification by branch and bound
     {"train"},  # methods, model families, objectives, the loop, checkpoints
-    {"metrics", "evaluation", "configs"},  # metrics by name; evaluating runs; shipped configs
+    {"metrics", "evaluation", "configs", "importers"},  # metrics by name; evaluating runs;
+    # shipped configs; outside models as kept models
     {"cli"},
 )
 """The layers of ``arc_jax``, bottom first: each module or subpackage imports only from its own
