@@ -261,7 +261,7 @@ def model_card(dest: Path, config, source: Classifier, data: ExperimentData, rec
       "## Data and space",
       "",
       f"- tokenization: `{config.dataset}` ({DATASETS[config.dataset]})",
-      f"- space: `{config.space}`; Sub's lexicon: {lexicon_name or 'none'} "
+      f"- space: `{config.space}`; Sub's lexicon: {Path(lexicon_name or 'none').name} "
       f"({len(data.synonyms):,} words with candidates in the vocabulary); Del's stop words: "
       f"{' '.join(data.stopwords)}",
       f"- kept in `../store/` (model/meta.json `kept_data`): vocabulary `{kept['vocab']}`, "
