@@ -24,6 +24,7 @@ once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import hashlib
 import json
@@ -173,6 +174,7 @@ SOURCES: tuple[Source, ...] = (
 SOURCE_OF = {output: source for source in SOURCES for output in source.outputs}
 
 
+@functools.cache
 def _read_table(path: Path) -> dict[str, UrlInfo]:
   """A TFDS checksums file (``url size sha256 [filename]`` per line) as ``{url: UrlInfo}``."""
   from tensorflow_datasets.core.download import checksums  # pylint: disable=import-outside-toplevel

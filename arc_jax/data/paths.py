@@ -30,6 +30,8 @@ import zlib
 from pathlib import Path
 from typing import Sequence
 
+from arc_jax.data import fetch
+
 logger = logging.getLogger(__name__)
 
 DATA_DOCS = "docs/DATA.md"
@@ -81,7 +83,6 @@ class DataFolder:
     """Whether ``relative_path`` is here, or can be fetched here."""
     if (self.path / relative_path).is_file():
       return True
-    from arc_jax.data import fetch  # pylint: disable=import-outside-toplevel  (imports TFDS)
     if self.source == MIRROR:
       return relative_path in fetch.layout()
     return self.source == PUBLIC and relative_path in fetch.SOURCE_OF
@@ -145,7 +146,6 @@ def _present(relative_path: str, folder: DataFolder) -> bool:
     DataFileError, DataFileNotFoundError: a refused or failed download, in one line.
   """
   if folder.downloads and not (folder.path / relative_path).is_file():
-    from arc_jax.data import fetch  # pylint: disable=import-outside-toplevel  (imports TFDS)
     try:
       fetch.fetch(relative_path, folder.path, folder.mirror)
     except KeyError:
