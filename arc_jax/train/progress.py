@@ -2,7 +2,7 @@
 
 The first steps of every length bucket compile (tens of seconds each on CPU), so a rate over all
 steps so far (tqdm's) overestimates the remaining time by hours early on. :class:`RunClock`
-counts only steps that did not compile (a jitted step's cache grew during compiling ones), keeps
+counts only steps that did not compile (the first step of every kind and batch shape), keeps
 one rate per kind of step (ARC's certified steps are several times slower than the clean ones
 of its first epoch, λ = 0) and adds the end-of-epoch evaluations at the duration of the last one.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime
 
+import jax
+import numpy as np
 from tqdm.auto import tqdm
 
 
@@ -27,11 +29,18 @@ class RunClock:
     self.seconds: dict[str, float] = {}
     self.steps: dict[str, int] = {}
     self.eval_seconds = 0.0
+    self._shapes: set[tuple] = set()
 
-  def step_done(self, kind: str, seconds: float, compiled: bool) -> None:
-    if not compiled:
+  def step_done(self, kind: str, seconds: float, batch) -> None:
+    """Counts a step of ``kind`` that took ``seconds`` on ``batch`` (a pytree of arrays), unless
+    it is the first of its kind and batch shapes: a jitted step compiles (or loads a compiled
+    variant from disk) exactly then."""
+    shapes = (kind, *((np.shape(a), str(getattr(a, "dtype", type(a).__name__)))
+                      for a in jax.tree.leaves(batch)))
+    if shapes in self._shapes:
       self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds
       self.steps[kind] = self.steps.get(kind, 0) + 1
+    self._shapes.add(shapes)
 
   def eval_done(self, seconds: float) -> None:
     self.eval_seconds = seconds

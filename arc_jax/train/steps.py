@@ -272,10 +272,6 @@ class PartsTrainStep:
                                         spans, self.parts))
     return self._update(state, outputs, totals)
 
-  def _cache_size(self) -> int:
-    """Compiled variants so far (as a jitted function's): the trainer spots compilations."""
-    return self._part._cache_size() + self._update._cache_size()  # pylint: disable=protected-access
-
 
 @functools.cache
 def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
