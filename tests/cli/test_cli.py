@@ -176,11 +176,12 @@ def test_help_lists_every_config_field_with_its_default_and_meaning(tmp_path, en
 
 def test_console_scripts_are_the_cli_entry_points(tmp_path, env):
   scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-  assert set(scripts) == {"arc-train", "arc-evaluate", "arc-certify", "arc-report"}
+  assert set(scripts) == {"arc-train", "arc-evaluate", "arc-certify", "arc-report", "arc-import"}
   for target in scripts.values():
     module, _, function = target.partition(":")
     assert callable(getattr(importlib.import_module(module), function))
-  for module in ("arc_jax.cli.evaluate", "arc_jax.cli.report", "arc_jax.cli.certify"):
+  for module in ("arc_jax.cli.evaluate", "arc_jax.cli.report", "arc_jax.cli.certify",
+                 "arc_jax.cli.import_model"):
     done = run(["-m", module, "--help"], env, tmp_path)
     assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-3000:]
 
