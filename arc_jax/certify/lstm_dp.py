@@ -70,7 +70,7 @@ def word_pre_activations(model: LSTMClassifier, plan: Plan, sig: Signature,
   embedded and projected once, then looked up by binary search: a batch repeats its words (the
   same synonyms and stop words at many positions; 4–33× fewer distinct ids than entries in
   SST-2 test batches of 32). Each row's box is sound for its word wherever the word stands
-  (:func:`interval.linear` holds for every summation order). The table holds every id of
+  (:func:`arc_jax.interval.linear` holds for every summation order). The table holds every id of
   ``plan`` and of plans made from it by dropping ids (:func:`reverse_plan`, fewer rows), since
   :class:`Plan` refuses a bound below its count of distinct ids. Where the DP would project
   no more ids than the table holds (a space of deletions and repetitions projects only the
@@ -101,7 +101,7 @@ def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Si
   window token itself, so the DPs feed its own input gates and nothing is built here).
 
   The hull is taken over the projected embeddings (pre-ReLU; boxes enclosing every rounding of
-  the projection, :func:`interval.linear`) of the words that can stand at each output place,
+  the projection, :func:`arc_jax.interval.linear`) of the words that can stand at each output place,
   then shrunk towards the projection of the original window token by ``eps``.
   Positions where nothing matches get the anchor point (finite; the DP masks them out).
   ``words`` is :func:`word_pre_activations` of a plan holding this one's ids (made here if None).

@@ -36,7 +36,8 @@ node's merge is one batched cell call on its valid splits: a split is valid when
 slots are (16% of the splits of the real nodes of SST training batches, [(Del,2),(Sub,2)]). A step gathers its valid splits into K
 rows, K the smallest of :func:`split_capacities` (W·P/16 … W·P) that holds their count, computes
 each child's share of the gate pre-activations once per slot that a valid split uses (these are
-no more than the splits, :class:`TreeLSTMCell`), adds the shares of each split and runs the rest
+no more than the splits, :class:`~arc_jax.nn.tree_models.TreeLSTMCell`), adds the shares of each
+split and runs the rest
 of the cell on the K rows; the join over the splits of each target slot is a static gather
 (C, P_max) of their rows and a masked min/max. Which splits are valid depends on the trees only,
 and every valid split is computed at every capacity that covers the count, so the boxes are

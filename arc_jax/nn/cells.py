@@ -29,7 +29,7 @@ def torch_uniform_init(fan_in: int):
 
 
 class Dense(nnx.Module):
-  """``y = x @ kernel + bias`` on arrays or intervals (sound by :func:`interval.linear`)."""
+  """``y = x @ kernel + bias`` on arrays or intervals (sound by :func:`arc_jax.interval.linear`)."""
 
   def __init__(self, in_features: int, out_features: int, *, rngs: nnx.Rngs,
                param_dtype=jnp.float32):

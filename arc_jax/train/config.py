@@ -46,8 +46,9 @@ folder is checked by the data fingerprint of the checkpoints; the data checks on
 data)."""
 
 SPACE_MEMORY_LIMIT = 4 * 2**30
-"""Bytes of DP states (:meth:`Signature.dp_memory_estimate` for a sentence of
-``NOMINAL_LENGTH`` tokens) above which a space is refused unless ``config.allow_large_space``."""
+"""Bytes of DP states (:meth:`arc_jax.perturbation.spaces.Signature.dp_memory_estimate` for a
+sentence of ``NOMINAL_LENGTH`` tokens) above which a space is refused unless
+``config.allow_large_space``."""
 
 NOMINAL_LENGTH = 64
 """Tokens per sentence assumed by the space guard (SST-2's longest sentence has 56)."""
@@ -307,7 +308,7 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
 
   Imports ``config.plugins`` first (:func:`import_plugins`). ``training=False`` (evaluating a
   trained run, possibly under another space) skips the method's own checks
-  (:attr:`Method.check`), which concern how it trains.
+  (:attr:`arc_jax.train.methods.Method.check`), which concern how it trains.
   """
   import_plugins(config)
   if config.method not in METHODS:
