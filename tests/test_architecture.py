@@ -2,7 +2,9 @@
 import goes to the importer's layer or a lower one (:data:`LAYERS`).
 
 The graph is read from the source (the AST), not from ``sys.modules``, so that it also sees imports
-inside functions, which run later but still close a circle. Left out: imports under
+inside functions, which run later but still close a circle; a package's lazy re-exports
+(``lazy_exports(__name__, {module: names})``, :mod:`arc_jax._lazy`) count as imports of those names
+from those modules. Left out: imports under
 ``if TYPE_CHECKING:`` (never run), a module's edges to its own ancestor packages (Python runs them
 first anyway), and a package ``__init__``'s edges to its own submodules (re-exports). A name that
 a package re-exports (``from arc_jax.data import Tree``) resolves to the module that defines it,
@@ -18,7 +20,7 @@ import arc_jax
 PACKAGE_ROOT = pathlib.Path(arc_jax.__file__).parent
 
 LAYERS = (
-    {"padding", "parallel"},  # shape buckets, padding, device placement
+    {"padding", "parallel", "_lazy"},  # shape buckets, padding, device placement; lazy packages
     {"interval", "linear_step", "domain", "data"},  # domains, their protocol; data
     {"perturbation"},  # spaces over strings and trees, and their plans
     {"nn"},  # the models, concrete and abstract
@@ -65,6 +67,15 @@ def _imports(tree: ast.AST):
     stack.extend(children)
 
 
+def _lazy_exports(tree: ast.AST):
+  """(module, names) of each entry of the mappings given to ``lazy_exports`` calls in ``tree``."""
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports"
+        and len(node.args) == 2 and isinstance(node.args[1], ast.Dict)):
+      for key, value in zip(node.args[1].keys, node.args[1].values):
+        yield key.value, [name.value for name in value.elts]
+
+
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
   """The absolute module an ImportFrom names (relative imports resolved against ``module``)."""
   if not node.level:
@@ -77,8 +88,10 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
 def _raw_imports(module: str, path: pathlib.Path, modules: set[str]) -> list[tuple[str, str | None]]:
   """(imported module, imported name or None) pairs of ``module``, restricted to ``modules``."""
   is_package = path.name == "__init__.py"
-  pairs = []
-  for node in _imports(ast.parse(path.read_text(), str(path))):
+  tree = ast.parse(path.read_text(), str(path))
+  pairs = [(source, name) for source, names in _lazy_exports(tree) if source in modules
+           for name in names]
+  for node in _imports(tree):
     if isinstance(node, ast.Import):
       pairs.extend((alias.name, None) for alias in node.names if alias.name in modules)
       continue
@@ -234,7 +247,12 @@ def test_import_graph_sees_relative_from_and_function_level_imports(tmp_path):
       "class Leaf:\n  pass\n")
   (package / "top.py").write_text("from pkg.sub import Leaf\ndef f():\n  from . import other\n")
   (package / "other.py").write_text("from .sub import leaf\nimport pkg.top\n")
-  (package / "user.py").write_text("from pkg.sub import REGISTRY\n")
+  (package / "user.py").write_text("from pkg.sub import REGISTRY\nfrom pkg.lazy import Leaf\n")
+  (package / "lazy").mkdir()
+  (package / "lazy" / "__init__.py").write_text(
+      "from pkg.tools import lazy_exports\n"
+      "__getattr__, __dir__, __all__ = lazy_exports(__name__, {'pkg.sub': ('Leaf',)})\n")
+  (package / "tools.py").write_text("def lazy_exports(package, modules):\n  pass\n")
   graph = import_graph(package)
   assert graph == {
       "pkg": set(),
@@ -243,6 +261,8 @@ def test_import_graph_sees_relative_from_and_function_level_imports(tmp_path):
       "pkg.top": {"pkg.sub.leaf", "pkg.other"},
       "pkg.other": {"pkg.sub.leaf", "pkg.top"},
       "pkg.user": {"pkg.sub", "pkg.sub.leaf"},
+      "pkg.lazy": {"pkg.tools", "pkg.sub.leaf"},
+      "pkg.tools": set(),
   }
   assert find_cycles(graph) == [["pkg.other", "pkg.top", "pkg.other"]]
 

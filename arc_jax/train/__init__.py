@@ -6,19 +6,28 @@ training step for any model family, space and optimiser. ``config.model`` picks 
 (:data:`FAMILIES`: LSTM / Bi-LSTM, or Tree-LSTM), a :class:`ModelFamily` of pure functions
 (lower a batch, forward, certify, sample, attack, enumerate) over which the objectives and the
 shared loop are written once.
+
+The names below are imported on first use (:mod:`arc_jax._lazy`), so that reading a config
+(:mod:`arc_jax.train.config`) starts no JAX.
 """
 
-from arc_jax.train.checkpoints import Checkpoints, RunDirectory, RunExistsError, RunNotFoundError
-from arc_jax.train.config import ConfigError, default_config, validate
-from arc_jax.train.experiment import Experiment, build_experiment, use_compilation_cache
-from arc_jax.train.losses import (arc_loss, cross_entropy, max_of_means_loss, weighted_mean,
-                                  worst_case_loss)
-from arc_jax.train.methods import METHODS, Method, register_method
-from arc_jax.parallel import batch_sharded, data_mesh, replicated
-from arc_jax.train.run import train_and_evaluate
-from arc_jax.train.schedules import epoch_ramp
-from arc_jax.train.steps import (OPTIMIZERS, RowMetrics, TrainState, evaluate_split, init_state,
-                                 make_eval_step, make_optimizer, make_train_step, zero_totals)
-from arc_jax.train.families import FAMILIES, ModelFamily, register_family
-from arc_jax.train.objectives import (arc_objective, certify_rows, classify_rows,
-                                      clean_objective)
+from arc_jax._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "arc_jax.train.checkpoints": ("Checkpoints", "RunDirectory", "RunExistsError",
+                                  "RunNotFoundError"),
+    "arc_jax.train.config": ("ConfigError", "default_config", "validate"),
+    "arc_jax.train.experiment": ("Experiment", "build_experiment", "use_compilation_cache"),
+    "arc_jax.train.losses": ("arc_loss", "cross_entropy", "max_of_means_loss", "weighted_mean",
+                             "worst_case_loss"),
+    "arc_jax.train.methods": ("METHODS", "Method", "register_method"),
+    "arc_jax.parallel": ("batch_sharded", "data_mesh", "replicated"),
+    "arc_jax.train.run": ("train_and_evaluate",),
+    "arc_jax.train.schedules": ("epoch_ramp",),
+    "arc_jax.train.steps": ("OPTIMIZERS", "RowMetrics", "TrainState", "evaluate_split",
+                            "init_state", "make_eval_step", "make_optimizer", "make_train_step",
+                            "zero_totals"),
+    "arc_jax.train.families": ("FAMILIES", "ModelFamily", "register_family"),
+    "arc_jax.train.objectives": ("arc_objective", "certify_rows", "classify_rows",
+                                 "clean_objective"),
+})

@@ -17,14 +17,9 @@ import re
 import ml_collections
 from ml_collections import config_dict
 
-from arc_jax.data.synonyms import SYNONYM_FILES
-from arc_jax.nn.models import POOLINGS
-from arc_jax.perturbation import parse_space
+# Only what the schema needs: the command lines read configs (and --help lists their fields)
+# without starting JAX; validate() imports the registries it checks against.
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES
-from arc_jax.train.losses import ROBUST_LOSSES
-from arc_jax.train.methods import METHODS
-from arc_jax.train.steps import OPTIMIZERS
-from arc_jax.train.families import FAMILIES
 
 SPACE_NAMES = {
     "del2sub2": "[(Del,2),(Sub,2)]",
@@ -55,7 +50,8 @@ NOMINAL_LENGTH = 64
 
 FIELD_HELP = {
     "name": "run name: the default --workdir is runs/<name> (overrides of other fields extend it)",
-    "method": f"training method, a key of arc_jax.train.METHODS: {', '.join(METHODS)}",
+    "method": "training method, a key of arc_jax.train.METHODS: normal, augment, hotflip, arc, "
+              "arc_a3t, a3t or one registered by a plugin",
     "model": "model family: lstm (LSTM / Bi-LSTM) or tree_lstm (Tree-LSTM)",
     "dataset": "sst2 or imdb (model lstm), sst_trees (model tree_lstm)",
     "data_dir": "data folder (only there); default $ARC_DATA_DIR, else ./data, else a download "
@@ -83,7 +79,7 @@ FIELD_HELP = {
     "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
                "ones that register transformations for config.space (register_transformation)",
     "bidirectional": "Bi-LSTM instead of LSTM",
-    "pooling": f"how the LSTM states become the features: {', '.join(POOLINGS)} (the last "
+    "pooling": "how the LSTM states become the features: final, mean, attention (the last "
                "state, the mean over positions, attention over positions)",
     "hidden": "LSTM (Tree-LSTM) hidden units",
     "projection": "units of the projection layer before the LSTM",
@@ -310,6 +306,14 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
   trained run, possibly under another space) skips the method's own checks
   (:attr:`arc_jax.train.methods.Method.check`), which concern how it trains.
   """
+  # pylint: disable=import-outside-toplevel  (they need JAX; reading a config does not)
+  from arc_jax.data.synonyms import SYNONYM_FILES
+  from arc_jax.nn.models import POOLINGS
+  from arc_jax.perturbation import parse_space
+  from arc_jax.train.families import FAMILIES
+  from arc_jax.train.losses import ROBUST_LOSSES
+  from arc_jax.train.methods import METHODS
+  from arc_jax.train.steps import OPTIMIZERS
   import_plugins(config)
   if config.method not in METHODS:
     raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
