@@ -28,9 +28,11 @@ from typing import Iterable, TextIO
 
 import numpy as np
 
+from arc_jax.cli import common
+
 
 def parse_args(argv=None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = common.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("input", nargs="?", default="-",
                       help="file of sentences, one per line ('-': standard input)")
   parser.add_argument("--model", required=True, help="a run directory or kept model (results/...)")
@@ -176,13 +178,10 @@ def write_lines(out: TextIO, results: dict, examples, dropped, numbers, space) -
 
 def main(argv=None) -> int:
   args = parse_args(argv)
+  common.start_jax()
   # pylint: disable=import-outside-toplevel  (JAX starts only when there is work: --help is fast)
-  from arc_jax.cli import common
   from arc_jax.evaluation import load_for_examples
-  from arc_jax.train import use_compilation_cache
   from arc_jax.train.interrupt import exit_on_signals
-  common.setup_logging()
-  use_compilation_cache()
   try:
     with exit_on_signals("stopped; nothing was written."):
       params, experiment = load_for_examples(args.model, space=args.space)
@@ -208,7 +207,7 @@ def main(argv=None) -> int:
       else:
         with open(args.output, "w", encoding="utf-8") as handle:
           write_lines(handle, results, examples, dropped, numbers, space)
-  except (*common.USER_ERRORS, InputError, OSError, ValueError) as error:
+  except (*common.user_errors(), InputError, OSError, ValueError) as error:
     return common.error(error)
   return 0
 

@@ -19,22 +19,18 @@ import argparse
 import json
 import sys
 
-import jax
-
 from arc_jax.cli import common
-from arc_jax.evaluation import EvaluationError, evaluate_run, results_path, write_results
-from arc_jax.metrics import METRICS
-from arc_jax.train import use_compilation_cache
-from arc_jax.train.interrupt import exit_on_signals
+
+# The names of arc_jax.metrics.METRICS written out (tests/cli checks them): --help starts no JAX.
+METRICS_HELP = "comma-separated subset of acc,cf,ex,hf,exact (default: the model's, all but exact)"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = common.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--workdir", required=True, help="the run directory")
   parser.add_argument("--space", help="perturbation space spec (default: the run's space)")
   parser.add_argument("--split", default="test", choices=("train", "validation", "test"))
-  parser.add_argument("--metrics",
-                      help=f"comma-separated subset of {','.join(METRICS)} (default: all)")
+  parser.add_argument("--metrics", help=METRICS_HELP)
   parser.add_argument("--shortcut", action=argparse.BooleanOptionalAction, default=True,
                       help="count certified examples as robust without enumerating them "
                       "(--no-shortcut enumerates and audits them)")
@@ -57,19 +53,17 @@ def parse_args(argv=None) -> argparse.Namespace:
                       "neither read nor write it)")
   parser.add_argument("--output", help="also write the results JSON here")
   parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-  parser.add_argument("--multihost", action="store_true", help=common.MULTIHOST_HELP["multihost"])
-  parser.add_argument("--coordinator_address", help=common.MULTIHOST_HELP["coordinator_address"])
-  parser.add_argument("--num_processes", type=int, help=common.MULTIHOST_HELP["num_processes"])
-  parser.add_argument("--process_id", type=int, help=common.MULTIHOST_HELP["process_id"])
+  common.add_multihost_arguments(parser)
   return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
   args = parse_args(argv)
-  if args.multihost:
-    common.initialize_multihost(args.coordinator_address, args.num_processes, args.process_id)
-  common.setup_logging()
-  use_compilation_cache()
+  common.start_jax(args)
+  # pylint: disable=import-outside-toplevel  (JAX starts only when there is work: --help is fast)
+  import jax
+  from arc_jax.evaluation import EvaluationError, evaluate_run, results_path, write_results
+  from arc_jax.train.interrupt import exit_on_signals
   try:
     with exit_on_signals("stopped; no results were written" + (
         "; the exhaustive search resumes from its progress file when the same command runs "
@@ -85,7 +79,7 @@ def main(argv=None) -> int:
   except EvaluationError as error:
     print(error, file=sys.stderr)
     results, status = error.results, 1
-  except common.USER_ERRORS as error:
+  except common.user_errors() as error:
     return common.error(error)
   if jax.process_index() > 0:
     return status

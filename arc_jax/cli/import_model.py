@@ -20,7 +20,7 @@ from arc_jax.cli import common
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = common.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("file", help="the model's parameters (.pt/.pth, .msgpack, .npz)")
   parser.add_argument("--from", dest="kind", required=True, choices=("torch", "flax", "arc"),
                       help="the framework of FILE (flax: NNX or Linen)")
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
                        pooling=args.pooling, dataset=args.dataset, synonyms=args.synonyms,
                        max_candidates=args.max_candidates, stopwords_path=args.stopwords,
                        **layout)
-  except (*common.USER_ERRORS, ImporterError, OSError, ValueError) as error:
+  except (*common.user_errors(), ImporterError, OSError, ValueError) as error:
     return common.error(error)
   print(f"wrote {dest}; certify with: arc-certify --model {dest} FILE")
   return 0

@@ -11,11 +11,12 @@ markdown; nothing in it is typed by hand.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
+
+from arc_jax.cli import common
 
 RESULTS = Path("results")
 METRICS = ("acc", "hf", "cf", "ex")
@@ -131,7 +132,7 @@ def markdown(table: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = common.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("folders", nargs="*", type=Path,
                       help="run result folders (default: every folder of results/)")
   parser.add_argument("--output", type=Path, help="also write the table here")

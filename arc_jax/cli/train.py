@@ -10,127 +10,173 @@ See experiments/README.md.
 
 from __future__ import annotations
 
+import argparse
+import difflib
+import importlib.util
 import logging
-import re
 import shlex
 import signal
 import sys
 from pathlib import Path
 
-import jax
-from absl import app, flags
-from ml_collections import config_flags
+import ml_collections
 
 from arc_jax import configs
 from arc_jax.cli import common
-from arc_jax.train import train_and_evaluate, use_compilation_cache
-from arc_jax.train.config import FIELD_HELP, run_name
-from arc_jax.train.interrupt import exit_on_signals
+from arc_jax.train.config import FIELD_HELP, ConfigError, run_name
 
 CONFIGS = Path(configs.__file__).resolve().parent
 DEFAULT_CONFIG = CONFIGS / "arc.py"
-FLAGS = flags.FLAGS
-HELP_FLAGS = ("-h", "--help", "--helpshort", "--helpfull", "-?")
-
-FLAG_HELP = {
-    "config": "config file FILE[:ARG] (default arc_jax/configs/arc.py): a path, or the name of a "
-              f"shipped config ({', '.join(sorted(p.name for p in CONFIGS.glob('[!_]*.py')))}), "
-              "e.g. experiments/configs/arc.py:bilstm,sub2ins2",
-    "workdir": "run directory (default runs/<run name>; the name follows the overrides)",
-    "overwrite": "replace a finished run in --workdir",
-    **common.MULTIHOST_HELP,
-}
+OVERRIDE = "--config."
+HELP_FLAGS = ("-h", "--help")
+TRUE, FALSE = ("true", "t", "1", "yes"), ("false", "f", "0", "no")
+"""The spellings of a boolean override's value (any case)."""
+KINDS = {bool: "a bool (True or False)", int: "an int", float: "a float", str: "a string"}
+"""The types of config fields, in words."""
 
 
-def _config_argument(argv: list[str]) -> tuple[int | None, str]:
-  """(index in argv, value) of the --config flag, or (None, default)."""
-  for i, arg in enumerate(argv):
-    if arg.startswith("--config="):
-      return i, arg.split("=", 1)[1]
-    if arg == "--config" and i + 1 < len(argv):
-      return i + 1, argv[i + 1]
-  return None, str(DEFAULT_CONFIG)
+def shipped_configs() -> str:
+  return ", ".join(sorted(p.name for p in CONFIGS.glob("[!_]*.py")))
 
 
-def _resolve_config(argv: list[str]) -> list[str]:
-  """argv with --config's file made a path: a shipped config's name becomes its path.
+def make_parser() -> common.ArgumentParser:
+  parser = common.ArgumentParser(description=__doc__.strip(),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--config", default=str(DEFAULT_CONFIG), metavar="FILE[:ARG]",
+                      help="config file (default arc_jax/configs/arc.py): a path, or the name of "
+                      f"a shipped config ({shipped_configs()}), e.g. "
+                      "experiments/configs/arc.py:bilstm,sub2ins2")
+  parser.add_argument("--workdir", metavar="DIR",
+                      help="run directory (default runs/<run name>; the name follows the "
+                      "overrides)")
+  parser.add_argument("--overwrite", action="store_true",
+                      help="replace a finished run in --workdir")
+  common.add_multihost_arguments(parser)
+  return parser
+
+
+def split_overrides(argv: list[str]) -> tuple[dict[str, str | None], list[str]]:
+  """(``--config.FIELD`` overrides as field → value text, None for a bare boolean one; the other
+  arguments), in order; ``--config.FIELD VALUE`` takes the next argument as the value unless it
+  is a flag."""
+  overrides, rest, i = {}, [], 0
+  while i < len(argv):
+    arg = argv[i]
+    if not arg.startswith(OVERRIDE):
+      rest.append(arg)
+    else:
+      field, equals, value = arg[len(OVERRIDE):].partition("=")
+      if not equals and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+        value, equals, i = argv[i + 1], "=", i + 1
+      overrides[field] = value if equals else None
+    i += 1
+  return overrides, rest
+
+
+def resolve_config(value: str) -> tuple[Path, str | None]:
+  """(file, ARG or None) of ``--config FILE[:ARG]``; a shipped config's name is its file.
 
   Raises:
     FileNotFoundError: naming the file and the shipped configs.
   """
-  index, value = _config_argument(argv)
   path, sep, arg = value.partition(":")
-  if Path(path).is_file():
-    return argv
-  if (CONFIGS / path).is_file():
-    argv = list(argv)
-    resolved = f"{CONFIGS / path}{sep}{arg}"
-    argv[index] = f"--config={resolved}" if argv[index].startswith("--config=") else resolved
-    return argv
-  shipped = ", ".join(sorted(p.name for p in CONFIGS.glob("[!_]*.py")))
+  for candidate in (Path(path), CONFIGS / path):
+    if candidate.is_file():
+      return candidate, arg if sep else None
   raise FileNotFoundError(f"Config file {path} not found; pass a path (e.g. "
-                          f"experiments/configs/normal.py) or a shipped config: {shipped}.")
+                          f"experiments/configs/normal.py) or a shipped config: "
+                          f"{shipped_configs()}.")
 
 
-def _define_flags(argv: list[str]) -> None:
-  """Defines the flags; the config flag reads the ``--config.FIELD`` overrides of ``argv``."""
-  config_flags.DEFINE_config_file("config", str(DEFAULT_CONFIG), FLAG_HELP["config"],
-                                  lock_config=True, sys_argv=argv)
-  flags.DEFINE_string("workdir", None, FLAG_HELP["workdir"])
-  flags.DEFINE_bool("overwrite", False, FLAG_HELP["overwrite"])
-  flags.DEFINE_bool("multihost", False, FLAG_HELP["multihost"])
-  flags.DEFINE_string("coordinator_address", None, FLAG_HELP["coordinator_address"])
-  flags.DEFINE_integer("num_processes", None, FLAG_HELP["num_processes"])
-  flags.DEFINE_integer("process_id", None, FLAG_HELP["process_id"])
+def load_config(value: str) -> ml_collections.ConfigDict:
+  """The config of ``--config FILE[:ARG]``: the file's ``get_config(ARG)`` (``get_config()``
+  without ``:ARG``), locked, so that an override cannot add a field.
 
-
-def _flag_error(error: Exception) -> str:
-  """One line for an error of flag or config parsing (config files raise with tracebacks)."""
-  text = str(error)
-  unknown = re.search(r'Did you mean "(\w+)" instead of "(\w+)"', text)
-  if unknown:  # an unknown config field (ml_collections' message)
-    return (f"config field {unknown[2]!r} does not exist; did you mean {unknown[1]!r}? "
-            "(--help lists the fields)")
-  if isinstance(error, (AttributeError, KeyError)):  # an unknown config field, no suggestion
-    return f"config field {text.strip(chr(34))} does not exist (--help lists the fields)"
-  lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-  if "Traceback" in text:  # the config file's get_config raised: keep its last line
-    return f"{_config_argument(sys.argv)[1]}: {lines[-1]}"
-  return lines[0] if lines else type(error).__name__
-
-
-def help_text(config) -> str:
-  """Usage, the flags, and every config field with its default and meaning."""
-  lines = [__doc__.strip(), "", "flags:"]
-  lines += [f"  --{name}: {text}" for name, text in FLAG_HELP.items()]
-  lines += ["", f"config fields (--config.FIELD=VALUE; defaults of {_config_argument(sys.argv)[1]}"
-            "):"]
-  width = max(len(f"{k}={v}") for k, v in config.items()) + 4
-  lines += [f"  {f'{k}={v}':<{width}}{FIELD_HELP.get(k, '')}" for k, v in config.items()]
-  return "\n".join(lines)
-
-
-def parse_flags(argv: list[str]) -> list[str]:
-  """absl's flag parsing, with errors as one line (status 2) and a --help that lists the
-  config fields (status 0)."""
-  wants_help = any(arg in HELP_FLAGS for arg in argv[1:])
-  argv = [arg for arg in argv if arg not in HELP_FLAGS]
+  Raises:
+    FileNotFoundError: no such file.
+    ConfigError: the file has no ``get_config`` or it raised (its message, one line).
+  """
+  path, arg = resolve_config(value)
+  spec = importlib.util.spec_from_file_location(f"arc_config_{path.stem}", path)
+  module = importlib.util.module_from_spec(spec)
   try:
-    argv = _resolve_config(argv)
-    _define_flags(argv)
-    rest = FLAGS(argv)
-  except (flags.Error, FileNotFoundError, AttributeError, KeyError, ValueError) as error:
-    if wants_help:
-      print(__doc__.strip())
+    spec.loader.exec_module(module)
+    config = module.get_config() if arg is None else module.get_config(arg)
+  except Exception as failure:  # pylint: disable=broad-except  (the file's own code)
+    raise ConfigError(f"{value}: {type(failure).__name__}: {failure}") from None
+  if not isinstance(config, ml_collections.ConfigDict):
+    raise ConfigError(f"{value}: get_config returned {type(config).__name__}, not an "
+                      "ml_collections.ConfigDict.")
+  config.lock()
+  return config
+
+
+def _parse_value(config: ml_collections.ConfigDict, field: str, text: str | None):
+  """``text`` as a value of ``field``'s type (bool, int, float or str; the field's default may
+  be None); None is a bare ``--config.FIELD``, True for a boolean field."""
+  kind = config.get_type(field)
+  if kind is bool:
+    if text is None or text.lower() in TRUE:
+      return True
+    if text.lower() in FALSE:
+      return False
+  elif text is None:
+    raise ConfigError(f"{OVERRIDE}{field} needs a value: {OVERRIDE}{field}=VALUE.")
+  elif kind is str:
+    return text
+  else:
+    try:
+      return kind(text)
+    except (TypeError, ValueError):
+      pass
+  raise ConfigError(f"{OVERRIDE}{field}={text}: config field {field!r} takes "
+                    f"{KINDS.get(kind, kind.__name__)} (default {config[field]!r}).")
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str | None]) -> None:
+  """Sets each field of ``overrides`` (:func:`split_overrides`) on ``config``, its text parsed as
+  the field's type.
+
+  Raises:
+    ConfigError: one line naming an unknown field and the fields closest to it, or a value that
+      is not of its field's type.
+  """
+  for field, text in overrides.items():
+    if field not in config:
+      close = difflib.get_close_matches(field, list(config.keys()), n=3)
+      hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "")
+      raise ConfigError(f"config field {field!r} does not exist{hint} (--help lists the "
+                        "fields)")
+    config[field] = _parse_value(config, field, text)
+
+
+def help_epilog(config: ml_collections.ConfigDict, source: str) -> str:
+  """Every config field with its value and meaning."""
+  width = max(len(f"{k}={v}") for k, v in config.items()) + 4
+  return "\n".join([f"config fields ({OVERRIDE}FIELD=VALUE; values of {source}):"]
+                   + [f"  {f'{k}={v}':<{width}}{FIELD_HELP.get(k, '')}"
+                      for k, v in config.items()])
+
+
+def parse_flags(argv: list[str]) -> tuple[argparse.Namespace, ml_collections.ConfigDict,
+                                          set[str]]:
+  """(flags, the config with its overrides applied, the overridden fields) of ``argv`` (without
+  the program). Exits with status 2 and one line for a bad flag, config file or override, and
+  with 0 after ``--help``, which lists the config fields of ``--config``."""
+  overrides, rest = split_overrides(argv)
+  parser = make_parser()
+  known, _ = parser.parse_known_args([a for a in rest if a not in HELP_FLAGS])
+  try:
+    config = load_config(known.config)
+    apply_overrides(config, overrides)
+  except (FileNotFoundError, ConfigError) as failure:
+    if any(arg in HELP_FLAGS for arg in rest):
+      parser.print_help()
       sys.exit(0)
-    sys.exit(common.error(_flag_error(error)))
-  if wants_help:
-    print(help_text(FLAGS.config))
-    sys.exit(0)
-  if len(rest) > 1:
-    sys.exit(common.error(f"unexpected arguments {rest[1:]}; set config fields with "
-                          "--config.FIELD=VALUE (--help lists them)."))
-  return rest
+    sys.exit(common.error(failure))
+  parser.epilog = help_epilog(config, known.config)
+  args = parser.parse_args(rest)
+  return args, config, set(overrides)
 
 
 def resume_command(argv: list[str]) -> str:
@@ -140,24 +186,23 @@ def resume_command(argv: list[str]) -> str:
   return shlex.join(program + [a for a in argv[1:] if not a.startswith("--overwrite")])
 
 
-def main(argv) -> int:
-  del argv
-  if FLAGS.multihost:
-    common.initialize_multihost(FLAGS.coordinator_address, FLAGS.num_processes,
-                                FLAGS.process_id)
-  common.setup_logging()
-  use_compilation_cache()
-  config = FLAGS.config
-  config.name = run_name(config, config_flags.get_override_values(FLAGS["config"]))
-  workdir = FLAGS.workdir or str(Path("runs") / config.name)
+def main(argv: list[str] | None = None) -> int:
+  args, config, overridden = parse_flags(sys.argv[1:] if argv is None else argv)
+  common.start_jax(args)
+  # pylint: disable=import-outside-toplevel  (JAX starts only when there is work: --help is fast)
+  import jax
+  from arc_jax.train import train_and_evaluate
+  from arc_jax.train.interrupt import exit_on_signals
+  config.name = run_name(config, overridden)
+  workdir = args.workdir or str(Path("runs") / config.name)
   logging.info("JAX process %d of %d, %d devices (%s).", jax.process_index(),
                jax.process_count(), jax.device_count(), jax.devices()[0].platform)
   try:  # train_and_evaluate stops cleanly on signals once training starts
     with exit_on_signals("stopped while preparing or closing the run; the same command resumes "
                          "it from its last checkpoint."):
-      summary = train_and_evaluate(config, workdir, overwrite=FLAGS.overwrite)
-  except common.USER_ERRORS as error:
-    return common.error(error)
+      summary = train_and_evaluate(config, workdir, overwrite=args.overwrite)
+  except common.user_errors() as failure:
+    return common.error(failure)
   if summary["status"] == "interrupted":
     if jax.process_index() == 0:
       print(f"{summary['signal']}: stopped at step {summary['step']}, checkpoint saved in "
@@ -169,7 +214,7 @@ def main(argv) -> int:
 
 def run() -> None:
   """The ``arc-train`` console script."""
-  app.run(main, flags_parser=parse_flags)
+  sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -125,7 +125,10 @@ def train_errors(tmp_path, root):
                          r".* or a shipped config: a3t\.py, arc\.py, arc_a3t\.py, attention\.py"),
       "unknown field": ([TRAIN, "--config.batchsize=3"], {},
                         r"error: config field 'batchsize' does not exist; did you mean "
-                        r"'batch_size'\?"),
+                        r"'batch_size'"),
+      "bad value": ([TRAIN, "--config.batch_size=many"], {},
+                    r"error: --config\.batch_size=many: config field 'batch_size' takes an int "
+                    r"\(default 32\)\.$"),
       "huge space": ([TRAIN, "--config.space=[(Del,50),(Sub,50)]"], {},
                      r"error: config\.space='\[\(Del,50\),\(Sub,50\)\]' has 2,601 budget slots "
                      r"per position; .* about \d+\.\d GiB .*--config\.allow_large_space=True"),
@@ -140,8 +143,8 @@ def train_errors(tmp_path, root):
   }
 
 
-@pytest.mark.parametrize("case", ["missing config", "unknown field", "huge space", "damaged data",
-                                  "empty data folder", "no run"])
+@pytest.mark.parametrize("case", ["missing config", "unknown field", "bad value", "huge space",
+                                  "damaged data", "empty data folder", "no run"])
 def test_user_errors_are_one_line_with_status_2_and_write_nothing(tmp_path, env, data_root,  # noqa: F811
                                                                   case):
   work = tmp_path / "work"
@@ -171,19 +174,56 @@ def test_help_lists_every_config_field_with_its_default_and_meaning(tmp_path, en
   assert done.returncode == 0, done.stderr[-3000:]
   for field, meaning in FIELD_HELP.items():
     assert re.search(rf"^  {field}=\S* +{re.escape(meaning)}$", done.stdout, re.M), field
-  assert "  optimizer=adagrad " in done.stdout and "--workdir: " in done.stdout
+  assert "  optimizer=adagrad " in done.stdout and "--workdir DIR " in done.stdout
 
 
-def test_console_scripts_are_the_cli_entry_points(tmp_path, env):
-  scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-  assert set(scripts) == {"arc-train", "arc-evaluate", "arc-certify", "arc-report", "arc-import"}
-  for target in scripts.values():
+def test_help_texts_written_out_name_every_registered_choice():
+  """The help lines that name a registry's entries without importing it (--help starts no
+  JAX) name every entry."""
+  from arc_jax.cli.evaluate import METRICS_HELP
+  from arc_jax.metrics import METRICS
+  from arc_jax.nn.models import POOLINGS
+  from arc_jax.train import METHODS
+  for text, names in ((FIELD_HELP["method"], METHODS), (FIELD_HELP["pooling"], POOLINGS),
+                      (METRICS_HELP, METRICS)):
+    assert all(re.search(rf"\b{name}\b", text) for name in names), (text, names)
+
+
+SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+WRAPPERS = ("train", "evaluate", "certify", "report")
+HEAVY = ("jax", "flax", "optax", "orbax", "tensorflow_datasets")
+HELP_CHECK = """
+import importlib, runpy, sys
+script, target = sys.argv[1:]
+sys.argv = [script, "--help"]
+try:
+  if target.endswith(".py"):
+    runpy.run_path(target, run_name="__main__")
+  else:
+    module, _, function = target.partition(":")
+    getattr(importlib.import_module(module), function)()
+except SystemExit as done:
+  assert done.code in (0, None), done.code
+heavy = [name for name in {heavy!r} if name in sys.modules]
+assert not heavy, f"--help imported {{heavy}}"
+"""
+
+
+def test_console_scripts_are_the_cli_entry_points():
+  assert set(SCRIPTS) == {"arc-train", "arc-evaluate", "arc-certify", "arc-report", "arc-import"}
+  for target in SCRIPTS.values():
     module, _, function = target.partition(":")
     assert callable(getattr(importlib.import_module(module), function))
-  for module in ("arc_jax.cli.evaluate", "arc_jax.cli.report", "arc_jax.cli.certify",
-                 "arc_jax.cli.import_model"):
-    done = run(["-m", module, "--help"], env, tmp_path)
-    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("script", [*SCRIPTS, *(f"experiments/{w}.py" for w in WRAPPERS)])
+def test_help_answers_without_importing_jax(tmp_path, env, script):
+  """Each console script's entry point and each experiments/ wrapper prints its usage for
+  --help, with JAX, Flax, Optax, Orbax and TFDS not imported."""
+  target = SCRIPTS.get(script) or str(REPO / script)
+  done = run(["-c", HELP_CHECK.format(heavy=HEAVY), script, target], env, tmp_path)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "usage:" in done.stdout and "--help" in done.stdout
 
 
 def free_port() -> int:
@@ -206,7 +246,7 @@ def test_two_processes_of_four_devices_train_to_the_summary_of_one_process(tmp_p
   assert single.returncode == 0, single.stderr[-3000:]
   address = f"127.0.0.1:{free_port()}"
   processes = [subprocess.Popen(
-      [sys.executable, TRAIN, *tiny, "--workdir=two", "--multihost", f"--process_id={i}"],
+      [sys.executable, TRAIN, *tiny, "--workdir=two", "--multihost", f"--process-id={i}"],
       env=dict(cpus, XLA_FLAGS="--xla_force_host_platform_device_count=4",
                JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2"),
       cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
