@@ -177,6 +177,22 @@ def test_help_lists_every_config_field_with_its_default_and_meaning(tmp_path, en
   assert "  optimizer=adagrad " in done.stdout and "--workdir DIR " in done.stdout
 
 
+def test_overrides_take_their_fields_types_and_underscore_flags_still_work(capsys):
+  from arc_jax.cli import evaluate, train
+  args, config, overridden = train.parse_flags([
+      "--config", "normal.py:bilstm", "--config.seed", "3", "--config.progress=false",
+      "--config.lambda_max=1", "--config.allow_large_space", "--process_id=1", "--workdir=w"])
+  assert (config.seed, config.progress, config.lambda_max, config.allow_large_space) == (
+      3, False, 1.0, True)
+  assert isinstance(config.lambda_max, float) and config.bidirectional
+  assert overridden == {"seed", "progress", "lambda_max", "allow_large_space"}
+  assert (args.process_id, args.workdir, args.overwrite) == (1, "w", False)
+  assert evaluate.parse_args(["--workdir=w", "--exact_max_nodes=7"]).exact_max_nodes == 7
+  assert capsys.readouterr().err.splitlines() == [
+      f"warning: --{old} is deprecated; use --{old.replace('_', '-')} (the underscore spelling "
+      "is accepted until the next release)." for old in ("process_id", "exact_max_nodes")]
+
+
 def test_help_texts_written_out_name_every_registered_choice():
   """The help lines that name a registry's entries without importing it (--help starts no
   JAX) name every entry."""
