@@ -16,7 +16,7 @@ from flax import nnx
 from arc_jax import interval as iv
 from arc_jax import parallel
 from arc_jax.certify.attention_dp import attention_features
-from arc_jax.certify.certificate import Certificate, certified_by, intersect
+from arc_jax.certify.certificate import Certificate, CertifyResult, certified_by, intersect
 from arc_jax.certify.lstm_dp import certified_features
 from arc_jax.certify.tree_dp import certify_tree_model, check_domain
 from arc_jax.data.trees import Tree
@@ -26,6 +26,7 @@ from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation.plans import Plan, PlanBuilder, reachable_signature
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.perturbation.spaces import Signature, Space
+from arc_jax.perturbation.split import SplitSpace
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpace, tree_space
 
 
@@ -193,10 +194,15 @@ def check_grid(sig: Signature | TreeSignature, space, batch_size: int, hidden: i
 
 def check_space(space) -> None:
   """Refuses a space given as its spec string (certification needs the parsed space, whose
-  transformations hold their lexicons)."""
+  transformations hold their lexicons), and a split space (which
+  :func:`arc_jax.certify.certify_split` certifies)."""
   if isinstance(space, str):
     raise ValueError(f"space is the string {space!r}, not a parsed space: pass "
                      f"arc_jax.perturbation.parse_space({space!r}, synonyms=..., stopwords=...).")
+  if isinstance(space, SplitSpace):
+    raise ValueError(f"space is the split space {space.space} (abstracted: "
+                     f"{', '.join(space.abstracted) or 'none'}): certify it with "
+                     "arc_jax.certify.certify_split, or pass its whole space (split.space).")
 
 
 def check_state(state) -> None:
@@ -251,6 +257,16 @@ def _check_examples(examples: Sequence, labels, num_classes: int, what: str, fix
   return labels.astype(np.int32)
 
 
+def check_sentences(sentences: Sequence[Sequence[str]], labels, num_classes: int) -> np.ndarray:
+  """Checks n token lists and their labels (one each, in 0..num_classes − 1); returns the
+  labels as int32 (n,)."""
+  labels = _check_examples(sentences, labels, num_classes, "sentence",
+                           "each a list of tokens, e.g. 'a good movie'.split()")
+  if labels is None:
+    raise ValueError("No labels given: pass one integer label per sentence.")
+  return labels
+
+
 def _first_rows(certs: Iterable[Certificate], count: int, batch_size: int) -> list[Certificate]:
   """Host copies of batches of ``batch_size`` rows holding ``count`` examples in all, each cut
   to its examples (the last batch is padded)."""
@@ -258,13 +274,41 @@ def _first_rows(certs: Iterable[Certificate], count: int, batch_size: int) -> li
           for i, c in enumerate(certs)]
 
 
-def _in_input_order(parts: Sequence[Certificate], order: np.ndarray) -> dict[str, np.ndarray]:
+def _in_input_order(parts: Sequence[Certificate], order: np.ndarray) -> CertifyResult:
   """Per-example certificates of batches in ``order`` → numpy arrays in the input order."""
   merged = jax.tree.map(lambda *a: np.concatenate(a), *parts)
   inverse = np.argsort(order)
-  return {"certified": merged.certified[inverse], "margins": merged.margins[inverse],
-          "logits_lo": merged.logits.lo[inverse], "logits_hi": merged.logits.hi[inverse],
-          "clean_logits": merged.clean_logits[inverse]}
+  return CertifyResult(merged.certified[inverse], merged.margins[inverse],
+                       merged.logits.lo[inverse], merged.logits.hi[inverse],
+                       merged.clean_logits[inverse])
+
+
+def certify_batches(order: np.ndarray, batch_size: int, lower: Callable[[np.ndarray], tuple],
+                    certify_batch: Callable[..., Certificate]) -> CertifyResult:
+  """Certifies n rows in batches of ``batch_size`` rows taken in ``order`` (a permutation of
+  0..n−1) and returns every row's certificate in the input order: the loop of :func:`certify`
+  and :func:`~arc_jax.certify.augmented.certify_split`.
+
+  Args:
+    order: int (n,), the rows in the order they are batched (e.g. :func:`certification_order`).
+    batch_size: rows per batch; the last batch is padded, its padding rows dropped.
+    lower: ``lower(idx)`` → the arguments of ``certify_batch`` for the rows ``idx`` (int, at
+      most ``batch_size``), built on the host in the calling thread.
+    certify_batch: ``certify_batch(*lower(idx))`` → a :class:`Certificate` without node axis
+      whose first ``len(idx)`` rows are those rows'; :func:`arc_jax.parallel.concurrent_calls`
+      of them run at once.
+  """
+  batches = (lower(order[start:start + batch_size]) for start in range(0, len(order), batch_size))
+  certs = parallel.ordered_map(lambda args: certify_batch(*args), batches,
+                               parallel.concurrent_calls())
+  return _in_input_order(_first_rows(certs, len(order), batch_size), order)
+
+
+def padded_labels(labels: np.ndarray, batch_size: int) -> np.ndarray:
+  """int32 (batch_size,): ``labels`` then 0 for the padding rows (whose results are dropped)."""
+  y = np.zeros((batch_size,), np.int32)
+  y[:len(labels)] = labels
+  return y
 
 
 def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]) -> np.ndarray:
@@ -281,7 +325,8 @@ def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]
 @functools.singledispatch
 def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequence[int] | None,
             vocab: Mapping[str, int], *, batch_size: int = 32, eps: float = 1.0,
-            max_grid_slots: int = MAX_GRID_SLOTS, **options) -> dict[str, np.ndarray]:
+            max_grid_slots: int = MAX_GRID_SLOTS, domain: Domain = iv.SOUND,
+            **options) -> CertifyResult:
   """Certifies raw examples in one call: the convenience entry point for users holding a model.
 
   Dispatches on the model's type: sentences (token lists) for (Bi-)LSTMs
@@ -297,23 +342,26 @@ def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequenc
     batch_size, eps: rows per jitted batch; the hull scale (1: the full space).
     max_grid_slots: the largest decomposition grid certified without asking (see
       :data:`MAX_GRID_SLOTS`).
-    **options: the family's (``join`` for Tree-LSTMs).
+    domain: the DP's abstract domain (static; default :data:`arc_jax.interval.SOUND`).
+    **options: the family's: ``max_dp_shapes`` for (Bi-)LSTMs, ``join`` for Tree-LSTMs.
 
   Returns:
-    dict of numpy arrays in the input order (per example; a tree's are its root's):
-    ``certified`` (n,), ``margins`` (n, K), ``logits_lo``, ``logits_hi`` and ``clean_logits``
-    (n, K).
+    A :class:`~arc_jax.certify.certificate.CertifyResult`: numpy arrays in the input order (per
+    example; a tree's are its root's): ``certified`` (n,), ``margins`` (n, K), ``logits_lo``,
+    ``logits_hi`` and ``clean_logits`` (n, K); also readable as a mapping
+    (``out["certified"]``).
   """
-  raise TypeError(f"No certification is registered for {type(model).__name__}: register one "
-                  f"with certify.register({type(model).__name__}, fn).")
+  raise ValueError(f"No certification is registered for {type(model).__name__}: pass an "
+                   "LSTMClassifier or a TreeLSTMClassifier, or register one with "
+                   f"certify.register({type(model).__name__}, fn).")
 
 
 @certify.register
 def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
                       labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
                       eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
-                      max_dp_shapes: int = MAX_DP_SHAPES,
-                      domain: Domain = iv.SOUND) -> dict[str, np.ndarray]:
+                      domain: Domain = iv.SOUND, max_dp_shapes: int = MAX_DP_SHAPES
+                      ) -> CertifyResult:
   """:func:`certify` for (Bi-)LSTMs: raw token lists.
 
   The space is restricted to ``vocab`` first (``Space.restricted_to``): replacements with a word
@@ -328,44 +376,35 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
 
   Raises:
     ValueError: (one line, naming the fix) no sentences, a sentence given as a string, no labels,
-      labels of the wrong length or outside the model's classes, a space given as a string, a
-      space whose decomposition grid exceeds ``max_grid_slots``, float64 parameters while JAX's
-      64-bit mode is off, or a vocabulary id outside the embedding table.
+      labels of the wrong length or outside the model's classes, a space given as a string or
+      as a split space, a space whose decomposition grid exceeds ``max_grid_slots``, float64
+      parameters while JAX's 64-bit mode is off, or a vocabulary id outside the embedding table.
   """
   check_inputs(model, space, vocab)
-  labels = _check_examples(sentences, labels, model.num_classes, "sentence",
-                           "each a list of tokens, e.g. 'a good movie'.split()")
-  if labels is None:
-    raise ValueError("No labels given: pass one integer label per sentence.")
+  labels = check_sentences(sentences, labels, model.num_classes)
   check_grid(space.signature, space, batch_size, model.hidden, model.embeddings[...].itemsize,
              max_grid_slots)
   space = space.restricted_to(vocab)
   builder = PlanBuilder(space, vocab)
   builder.bound_shapes(sentences, max_dp_shapes)
   graphdef, state = nnx.split(model)
-  order = certification_order(builder, sentences)
 
-  def batches():
-    for start in range(0, len(order), batch_size):
-      idx = order[start:start + batch_size]
-      plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
-      y = np.zeros((batch_size,), np.int32)  # padding rows get label 0; their results dropped
-      y[:len(idx)] = labels[idx]
-      yield plan, y
+  def lower(idx):
+    plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
+    return (reachable_signature(space, plan, builder.shape_menu), plan,
+            padded_labels(labels[idx], batch_size))
 
-  def certify_batch(batch):
-    signature = reachable_signature(space, batch[0], builder.shape_menu)
-    return certify_jit(graphdef, signature, state, *batch, eps, domain=domain)
-
-  certs = parallel.ordered_map(certify_batch, batches(), parallel.concurrent_calls())
-  return _in_input_order(_first_rows(certs, len(order), batch_size), order)
+  return certify_batches(
+      certification_order(builder, sentences), batch_size, lower,
+      lambda signature, plan, y: certify_jit(graphdef, signature, state, plan, y, eps,
+                                             domain=domain))
 
 
 @certify.register
 def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Sequence[Tree],
                   labels: Sequence[int] | None, vocab: Mapping[str, int], *,
                   batch_size: int = 32, eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
-                  join: str = "after_cell", domain: Domain = iv.SOUND) -> dict[str, np.ndarray]:
+                  domain: Domain = iv.SOUND, join: str = "after_cell") -> CertifyResult:
   """:func:`certify` for Tree-LSTMs: trees, certified at their roots.
 
   Restricts the space to ``vocab`` and maps it to a tree space (:func:`tree_space`), lowers the
@@ -396,18 +435,15 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
   tspace = tree_space(string_space.restricted_to(vocab))
   builder = TreeBatchBuilder(vocab, tspace)
   graphdef, state = nnx.split(model)
-  order = np.argsort([t.num_nodes for t in trees], kind="stable")
 
-  def batches():
-    for start in range(0, len(order), batch_size):
-      idx = order[start:start + batch_size]
-      batch = builder.build([trees[i] for i in idx], batch_size)
-      node_labels = np.full(batch.shape, -1, np.int32)
-      node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
-      yield batch, node_labels
+  def lower(idx):
+    batch = builder.build([trees[i] for i in idx], batch_size)
+    node_labels = np.full(batch.shape, -1, np.int32)
+    node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
+    return batch, node_labels
 
-  certs = parallel.ordered_map(
-      lambda b: certify_jit(graphdef, tspace.signature, state, *b, eps, join=join,
-                            domain=domain).per_example(),
-      batches(), parallel.concurrent_calls())
-  return _in_input_order(_first_rows(certs, len(order), batch_size), order)
+  return certify_batches(
+      np.argsort([t.num_nodes for t in trees], kind="stable"), batch_size, lower,
+      lambda batch, node_labels: certify_jit(graphdef, tspace.signature, state, batch,
+                                             node_labels, eps, join=join,
+                                             domain=domain).per_example())

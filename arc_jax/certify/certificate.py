@@ -1,11 +1,14 @@
-"""The :class:`Certificate` every certification DP returns."""
+"""The :class:`Certificate` every certification DP returns, and the :class:`CertifyResult` of the
+one-call entry points."""
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from arc_jax import interval as iv
 
@@ -74,3 +77,47 @@ def intersect(a: Certificate, b: Certificate, labels: jax.Array) -> Certificate:
                        jnp.minimum(a.logits.hi, b.logits.hi))
   margins = jnp.maximum(a.margins, b.margins)
   return Certificate(logits, a.clean_logits, margins, certified_by(margins, labels))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CertifyResult(collections.abc.Mapping):
+  """The per-example certificates of n examples, host (numpy) arrays in the input order: what
+  :func:`arc_jax.certify.certify` and :func:`arc_jax.certify.certify_split` return, and what
+  ``VerifyResult.certificates`` (:mod:`arc_jax.verify`) holds. A tree's rows are its root's.
+
+  It is also a read-only mapping from these names to their arrays (``out["certified"]``,
+  ``dict(out)``, ``np.savez(path, **out)``), the dict that ``certify`` returned before; a field
+  that is None (``members`` outside split spaces) is not one of its keys.
+
+  Attributes:
+    certified: bool (n,): every margin of a class other than the label is positive, so no member
+      of S(x) changes the prediction away from the label.
+    margins: (n, K) lower bounds of z_y − z_j over every member of S(x) (0 at j = y).
+    logits_lo: (n, K) lower bounds of the logits of every member of S(x).
+    logits_hi: (n, K) upper bounds of the same.
+    clean_logits: (n, K) the logits of x itself.
+    members: int (n,), split spaces only: the members of S_aug(x) whose restricted spaces were
+      certified (:class:`arc_jax.perturbation.split.SplitSpace`); None elsewhere.
+  """
+
+  certified: np.ndarray
+  margins: np.ndarray
+  logits_lo: np.ndarray
+  logits_hi: np.ndarray
+  clean_logits: np.ndarray
+  members: np.ndarray | None = None
+
+  def _names(self) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+
+  def __getitem__(self, name: str) -> np.ndarray:
+    if name not in self._names():
+      raise KeyError(name)
+    return getattr(self, name)
+
+  def __iter__(self):
+    return iter(self._names())
+
+  def __len__(self) -> int:
+    """The number of keys (as the dict's), not of examples: that is ``len(out.certified)``."""
+    return len(self._names())
