@@ -2,4 +2,5 @@
 
 from arc_jax.certify.api import (certification_order, certify, certify_jit, certify_model,
                                  make_certify_fn)
-from arc_jax.certify.certificate import Certificate
+from arc_jax.certify.augmented import certify_split
+from arc_jax.certify.certificate import Certificate, CertifyResult

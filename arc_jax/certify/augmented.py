@@ -22,7 +22,6 @@ Two abstractions of S_abs|x':
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Mapping, Sequence
 
 import chex
@@ -32,33 +31,41 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.certify.api import (Certificate, certificate_from_features, certify_model, check_state,
-                                 check_vocab)
+from arc_jax.certify.api import (MAX_GRID_SLOTS, Certificate, CertifyResult,
+                                 certificate_from_features, certification_order, certify_batches,
+                                 certify_jit, certify_model, check_grid, check_sentences,
+                                 check_state, check_vocab, padded_labels)
 from arc_jax.certify.lstm_dp import replacement_gates
 from arc_jax.domain import Domain
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
-from arc_jax.perturbation.plans import Plan, PlanBuilder, reverse_plan
+from arc_jax.perturbation.plans import Plan, PlanBuilder, reachable_signature, reverse_plan
+from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.perturbation.split import Member, SplitSpace
 
 
-def member_plan(builder: PlanBuilder, members: Sequence[Member], batch_size: int | None = None
-                ) -> Plan:
-  """The DP plan of ``members`` under ``builder.space`` (S_abs) restricted to their free windows.
-
-  Row b is ``members[b].tokens``; a transformation matches at the window ending at j only where
-  it matches in x' *and* the window is free (:meth:`Member.free_windows`).
-  """
-  plan = builder.build([m.tokens for m in members], batch_size)
+def free_windows_only(plan: Plan, space: Space | Signature, members: Sequence[Member]) -> Plan:
+  """``plan`` of the strings of ``members`` (row b: ``members[b].tokens``, lowered under S_abs,
+  ``space``) with each transformation matching at the window ending at j only where that window
+  is free in its member (:meth:`Member.free_windows`); the plan of S_abs restricted to the free
+  windows. Host-side (numpy)."""
   out = []
-  for t, tp in zip(builder.space.transformations, plan.transformations):
+  for s, tp in zip(space.signature.s, plan.transformations):
     free = np.zeros_like(tp.match)
     for b, m in enumerate(members):
-      starts = np.flatnonzero(m.free_windows(t.s))
-      free[b, starts + t.s - 1] = True
+      starts = np.flatnonzero(m.free_windows(s))
+      free[b, starts + s - 1] = True
     out.append(dataclasses.replace(tp, match=tp.match & free))
   return dataclasses.replace(plan, transformations=tuple(out))
+
+
+def member_plan(builder: PlanBuilder, members: Sequence[Member], batch_size: int | None = None
+                ) -> Plan:
+  """The DP plan of ``members`` under ``builder.space`` (S_abs) restricted to their free windows
+  (:func:`free_windows_only` of ``builder.build``, padded to ``batch_size`` rows if given)."""
+  return free_windows_only(builder.build([m.tokens for m in members], batch_size),
+                           builder.space, members)
 
 
 def check_interval_space(space: Space | Signature) -> None:
@@ -137,6 +144,20 @@ ABSTRACTIONS = {"dp": certify_model, "interval": certify_intervals}
 domain)``."""
 
 
+def _certify_intervals_state(graphdef, signature, state, plan, labels, eps=1.0, dropout_key=None,
+                             *, domain=iv.SOUND):
+  return certify_intervals(nnx.merge(graphdef, state), signature, plan, labels, eps, dropout_key,
+                           domain)
+
+
+JITTED = {"dp": certify_jit,
+          "interval": jax.jit(_certify_intervals_state, static_argnums=(0, 1),
+                              static_argnames="domain")}
+"""The jitted :data:`ABSTRACTIONS`: ``jitted(graphdef, signature, state, plan, labels, eps=1.0,
+dropout_key=None, *, domain)``, cached by (graphdef, signature, domain, array shapes); the DP's
+is :data:`arc_jax.certify.certify_jit`, so certify_split and certify share its programs."""
+
+
 def worst_margins(margins: jax.Array, members: int) -> jax.Array:
   """Per example, the lower bounds of z_y − z_j over all its members' sets: rows (B·M, K) laid
   out example-major (row b·M + m is member m of example b) → (B, K)."""
@@ -145,46 +166,117 @@ def worst_margins(margins: jax.Array, members: int) -> jax.Array:
 
 def certify_split(model: LSTMClassifier, split: SplitSpace, sentences: Sequence[Sequence[str]],
                   labels: Sequence[int], vocab: Mapping[str, int], *, abstraction: str = "dp",
-                  batch_size: int = 32) -> dict[str, np.ndarray]:
-  """Certifies raw token lists under a split space by certifying every member of S_aug(x).
+                  batch_size: int = 32, eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
+                  domain: Domain = iv.SOUND, max_dp_shapes: int = MAX_DP_SHAPES
+                  ) -> CertifyResult:
+  """Certifies raw token lists under a split space S = S_aug ∪ S_abs (ARC-A3T, A3T) by
+  certifying S_abs, restricted to each member's free windows, on every member x' of S_aug(x).
 
-  The members are enumerated (:meth:`SplitSpace.members`) and certified in jitted batches;
-  an example is certified iff all of its members are, which proves robustness on all of S(x).
+  The members are enumerated (:meth:`SplitSpace.members`, x itself first), ordered by padded
+  width and reachable grid (:func:`~arc_jax.certify.api.certification_order`) and certified in
+  jitted batches of ``batch_size`` rows, on at most ``max_dp_shapes`` (width, grid) shapes fitted
+  to all the members as :func:`~arc_jax.certify.certify` fits them to sentences (0: every
+  length bucket and exact grid): members of different lengths and examples share compiled
+  programs, and ``certify`` shares the DP's (:data:`JITTED`). An example's certificate joins its
+  members': the union of their restricted spaces is S(x) (:mod:`arc_jax.perturbation.split`),
+  so its logit box is the hull of theirs and its margins the least of theirs, sound for all of
+  S(x); it is certified iff every member is.
+
+  Args:
+    model: a (Bi-)LSTM classifier (every pooling).
+    split: the split space (:func:`arc_jax.perturbation.split.split_space`); both parts are
+      restricted to ``vocab`` first.
+    sentences: n token lists; every token in ``vocab``.
+    labels: int (n,).
+    vocab: word → id.
+    abstraction: how S_abs|x' is certified, a key of :data:`ABSTRACTIONS`: ``"dp"`` (ARC-A3T,
+      the ARC DP) or ``"interval"`` (A3T's intervals, 1→1 transformations only).
+    batch_size, eps, max_grid_slots, domain, max_dp_shapes: as for
+      :func:`~arc_jax.certify.api.certify_sentences`, for the members' rows; the grid is S_abs's
+      (not checked for ``"interval"``, which keeps none) and the interval abstraction has rules
+      for the interval domains only.
 
   Returns:
-    dict of numpy arrays in the input order: ``certified`` (n,), ``margins`` (n, K) (lower
-    bounds of z_y − z_j over S(x), the minimum over the members) and ``members`` (n,).
+    A :class:`~arc_jax.certify.certificate.CertifyResult` in the input order: ``certified``
+    (n,), ``margins``, ``logits_lo``, ``logits_hi`` (n, K) over all of S(x), ``clean_logits``
+    (n, K) of x itself, and ``members`` (n,), the members of S_aug(x) certified.
+
+  Raises:
+    ValueError: (one line, naming the fix) a model that is not a (Bi-)LSTM, a split that is not
+      a split space, an unknown abstraction, the linear-step domain with the interval
+      abstraction, a transformation that is not 1→1 abstracted by intervals, and the errors of
+      :func:`~arc_jax.certify.api.certify_sentences` (sentences, labels, grid, parameters,
+      vocabulary).
   """
   if not isinstance(model, LSTMClassifier):
-    raise ValueError(f"certify_split certifies LSTMs and Bi-LSTMs, not {type(model).__name__}.")
+    raise ValueError(f"certify_split certifies LSTMs and Bi-LSTMs, not {type(model).__name__}: "
+                     "certify Tree-LSTMs under the whole space with arc_jax.certify.certify.")
   if not isinstance(split, SplitSpace):
     raise ValueError(f"split is {type(split).__name__} {str(split)[:60]!r}, not a split space: "
                      "pass arc_jax.perturbation.split.split_space(space, 'Sub').")
+  if abstraction not in ABSTRACTIONS:
+    raise ValueError(f"Unknown abstraction {abstraction!r}; choose one of {list(ABSTRACTIONS)}.")
+  if abstraction == "interval" and domain.refines is not None:
+    raise ValueError(f"The interval abstraction has rules for the interval domains only "
+                     f"(arc_jax.interval.SOUND, arc_jax.interval.UNROUNDED), not "
+                     f"{type(domain).__name__}: pass abstraction='dp' for that domain.")
   check_state(model)
   check_vocab(vocab, model.embeddings[...].shape[0])
+  labels = check_sentences(sentences, labels, model.num_classes)
+  if abstraction == "interval":
+    check_interval_space(split.abstract)
+  else:
+    check_grid(split.abstract.signature, split.abstract, batch_size, model.hidden,
+               model.embeddings[...].itemsize, max_grid_slots)
   abstract = split.abstract.restricted_to(vocab)
   split = SplitSpace(split.space.restricted_to(vocab), split.abstracted)
+  members = [split.members(x) for x in sentences]
+  owners = np.repeat(np.arange(len(sentences)), [len(m) for m in members])
+  members = [m for found in members for m in found]
   builder = PlanBuilder(abstract, vocab)
+  builder.bound_shapes([m.tokens for m in members], max_dp_shapes)
   graphdef, state = nnx.split(model)
-  certify_jit = _certify_jit(ABSTRACTIONS[abstraction])
-  rows = [(i, m) for i, x in enumerate(sentences) for m in split.members(x)]
-  owners = np.array([i for i, _ in rows], np.int64)
-  margins = np.full((len(sentences), model.num_classes), np.inf)
-  for start in range(0, len(rows), batch_size):
-    chunk = rows[start:start + batch_size]
-    y = np.zeros((batch_size,), np.int32)
-    y[:len(chunk)] = [labels[i] for i, _ in chunk]
-    plan = member_plan(builder, [m for _, m in chunk], batch_size)
-    cert = certify_jit(graphdef, abstract.signature, state, plan, y)
-    np.minimum.at(margins, owners[start:start + len(chunk)],
-                  np.asarray(cert.margins)[:len(chunk)])
-  others = np.arange(model.num_classes)[None, :] != np.asarray(labels)[:, None]
-  return {"certified": np.all(np.where(others, margins > 0, True), axis=1), "margins": margins,
-          "members": np.bincount(owners, minlength=len(sentences))}
+  jitted = JITTED[abstraction]
+
+  def lower(idx):
+    chunk = [members[r] for r in idx]
+    plan = builder.build([m.tokens for m in chunk], batch_size)
+    # The grid of the plan before its matches are cut to the free windows: a menu entry, and
+    # valid for the cut plan (dropping matches keeps a reachable grid valid).
+    signature = (reachable_signature(abstract, plan, builder.shape_menu) if abstraction == "dp"
+                 else abstract.signature)  # the intervals keep no grid: one program per width
+    return (signature, free_windows_only(plan, abstract, chunk),
+            padded_labels(labels[owners[idx]], batch_size))
+
+  rows = certify_batches(
+      certification_order(builder, [m.tokens for m in members]), batch_size, lower,
+      lambda signature, plan, y: jitted(graphdef, signature, state, plan, y, eps, domain=domain))
+  return joined_over_members(rows, owners, labels)
 
 
-@functools.cache
-def _certify_jit(certify_fn):
-  """``jit(certify(nnx.merge(graphdef, state), signature, plan, labels))``, one per abstraction."""
-  return jax.jit(lambda graphdef, signature, state, plan, labels: certify_fn(
-      nnx.merge(graphdef, state), signature, plan, labels), static_argnums=(0, 1))
+def joined_over_members(rows: CertifyResult, owners: np.ndarray, labels: np.ndarray
+                        ) -> CertifyResult:
+  """Per example, the certificate of the union of its members' sets, from the members'.
+
+  Args:
+    rows: one row per member, members of an example consecutive and x itself first.
+    owners: int (rows,), non-decreasing: the example of each row.
+    labels: int (n,).
+
+  The logit box is the hull of the members' boxes, the margins their minimum (each member's
+  bounds hold on its set, so these hold on the union); ``clean_logits`` are x's row's.
+  """
+  n = len(labels)
+
+  def joined(ufunc, x, start):
+    out = np.full((n,) + x.shape[1:], start, x.dtype)
+    ufunc.at(out, owners, x)
+    return out
+
+  margins = joined(np.minimum, rows.margins, np.inf)
+  others = np.arange(margins.shape[1])[None, :] != labels[:, None]
+  return CertifyResult(np.all(np.where(others, margins > 0, True), axis=1), margins,
+                       joined(np.minimum, rows.logits_lo, np.inf),
+                       joined(np.maximum, rows.logits_hi, -np.inf),
+                       rows.clean_logits[np.searchsorted(owners, np.arange(n))],
+                       np.bincount(owners, minlength=n))

@@ -160,7 +160,8 @@ def check_sequence(model, space, sentences, labels, domain=interval.SOUND):
 
 def check_split(model, space, sentences, labels, abstraction, rng):
   """:func:`certify_split` of a random split of ``space`` (for ``"interval"``: its 1→1
-  transformations abstracted) against every member of S(x); returns the members checked."""
+  transformations abstracted) against every member of S(x): its logit box and margins, and its
+  clean logits are x's; returns the members checked."""
   if abstraction == "interval":
     abstracted = [t.name for t in space.transformations if (t.s, t.t) == (1, 1)]
   else:
@@ -177,9 +178,10 @@ def check_split(model, space, sentences, labels, abstraction, rng):
     strings = list(space.enumerate(sentence))
     members += len(strings)
     logits = sequence_logits(graphdef, state, strings)
-    diffs = logits[:, labels[b]:labels[b] + 1] - logits
-    assert np.all(out["margins"][b] <= diffs), (
-        f"margin escape for {sentence} under {split}: {np.max(out['margins'][b] - diffs)}")
+    assert_contained(out.logits_lo[b], out.logits_hi[b], out.margins[b], logits, labels[b],
+                     f"{sentence} under {split}")
+    np.testing.assert_allclose(out.clean_logits[b], logits[strings.index(sentence)],
+                               rtol=1e-5, atol=1e-5)
   return members
 
 

@@ -144,7 +144,8 @@ def test_intervals_contain_the_dp_and_refuse_other_shapes():
 
 def test_certify_split_proves_robustness_on_all_of_the_space():
   """``certify_split`` on raw sentences: certified ⇒ every string of S(x) is classified y; with
-  everything abstracted it is ARC's certificate; its margins bound every string's."""
+  everything abstracted it is ARC's certificate; its margins and logit box bound every
+  string's."""
   space = parse_space("[(Del,1),(Ins,1),(Sub,1)]", synonyms={"good": ["best"], "movie": ["film"]})
   model = tc.make_model(11, 4, 0.5, False)
   sentences = [("the", "good", "movie"), ("a", "film", "is", "good"), ("x",)]
@@ -155,8 +156,10 @@ def test_certify_split_proves_robustness_on_all_of_the_space():
     for b, x in enumerate(sentences):
       logits = tc.concrete_logits(model, list(space.enumerate(x)))
       margins = logits[:, labels[b]:labels[b] + 1] - logits
-      assert np.all(out["margins"][b] <= margins + tc.TOL)
-      assert out["members"][b] == len(split_space(space, abstracted).members(x))
+      assert np.all(out.margins[b] <= margins + tc.TOL)
+      assert np.all(out.logits_lo[b] - tc.TOL <= logits)
+      assert np.all(logits <= out.logits_hi[b] + tc.TOL)
+      assert out.members[b] == len(split_space(space, abstracted).members(x))
   whole = certify(model, space, sentences, labels, tc.VOCAB, batch_size=8)
   np.testing.assert_allclose(out["margins"], whole["margins"], atol=1e-9)
   np.testing.assert_array_equal(out["certified"], whole["certified"])
