@@ -309,7 +309,9 @@ def build(output: Path) -> list[str]:
     problems = check_references(all_modules)
     missing = sorted(set(names) - set(all_modules))
   pdoc_dir = Path(pdoc.__file__).resolve().parent
-  from_pdoc = [w for w in caught if Path(w.filename).resolve().is_relative_to(pdoc_dir)]
+  # pdoc's warnings name a place in pdoc, or with stacklevel=2 the caller: this file.
+  from_pdoc = [w for w in caught if Path(w.filename).resolve().is_relative_to(pdoc_dir)
+               or Path(w.filename).resolve() == Path(__file__).resolve()]
   return ([" ".join(str(w.message).split()) for w in from_pdoc] + problems
           + [f"{name}: not documented" for name in missing])
 
