@@ -50,6 +50,7 @@ buffer, so under ``jax.grad`` no step's (K, 5H) boxes are stored.
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Callable, NamedTuple
 
 import chex
@@ -281,8 +282,10 @@ def check_domain(domain: Domain) -> None:
   """Refuses a domain that refines the intervals (the linear-step domain): its extra rules are the
   LSTM cell's, which the tree cell does not use, so it would compute plain intervals."""
   if domain.refines is not None:
-    raise ValueError(f"The Tree-LSTM DP has rules for the interval domains only, not "
-                     f"{type(domain).__name__}: certify trees with arc_jax.interval.SOUND.")
+    raise ValueError(f"The Tree-LSTM DP has rules for the interval domains only "
+                     f"(arc_jax.interval.SOUND, arc_jax.interval.UNROUNDED), not "
+                     f"{type(domain).__name__}: certify trees with domain=arc_jax.interval.SOUND "
+                     "(the default).")
 
 
 def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignature,
@@ -355,3 +358,9 @@ def certify_tree_model(model: TreeLSTMClassifier, space: TreeSpace | TreeSignatu
            else model.logits(model.node_states(batch, in_scale), out_scale))
   return Certificate(logits, clean, margins, certified, root)
 
+
+def __getattr__(name):
+  """The names of the previous release (``certify_tree_jit``, ``make_tree_certify_fn``,
+  ``TreeCertificate``), kept for one release with a DeprecationWarning
+  (:mod:`arc_jax.certify.deprecated`)."""
+  return importlib.import_module("arc_jax.certify.deprecated").tree_dp_attribute(name)

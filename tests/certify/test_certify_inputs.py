@@ -233,7 +233,9 @@ def test_a_domain_or_model_a_path_has_no_rules_for_is_refused_in_one_line():
   """Every DP dispatches on every option: the tree DP has no linear-step rule (it computed plain
   intervals under that name), certify_split no Tree-LSTM abstraction."""
   model = small_tree_model()
-  with one_line(r"Tree-LSTM DP has rules for the interval domains only, not LinearStepDomain"):
+  with one_line(r"Tree-LSTM DP has rules for the interval domains only \(arc_jax.interval.SOUND, "
+                r"arc_jax.interval.UNROUNDED\), not LinearStepDomain: certify trees with "
+                r"domain=arc_jax.interval.SOUND"):
     certify(model, parse_space("[(Del,1)]"), [from_nested(("good", "movie"))], [0], VOCAB,
             domain=LINEAR_STEP)
   split = split_space(parse_space("[(Del,1),(Sub,1)]", synonyms={"good": ["bad"]}), "Sub")

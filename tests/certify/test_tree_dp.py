@@ -20,7 +20,8 @@ import pytest
 from flax import nnx
 from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
 
-from arc_jax.certify import certify_jit, make_certify_fn
+import arc_jax
+from arc_jax.certify import Certificate, certify_jit, make_certify_fn
 from arc_jax import interval as iv
 from arc_jax.certify import tree_dp
 from arc_jax.certify.tree_dp import JOINS
@@ -260,6 +261,42 @@ def test_named_cases_are_sound(nested):
   dp_space, space = spaces((2, 2, 2), {"good": ["fine", "film"], "movie": ["film"]},
                            ["a", "the", "to"])
   assert_sound(make_model(6, 7, 2.0), dp_space, space, [tree], (2, 2, 2), every_node=False)
+
+
+def test_the_previous_releases_tree_names_warn_and_give_the_same_certificates():
+  """certify_tree_jit, make_tree_certify_fn, TreeCertificate and certify_trees (vocabulary
+  before labels) still work for one release, each with a DeprecationWarning naming its
+  replacement."""
+  budgets = jnp.asarray((1, 1, 1))
+  dp_space, string = spaces((1, 1, 1), {"good": ["fine"]}, ["the"])
+  trees = [from_nested(("the", ("good", "movie")), 1)]
+  model = make_model(3, 2)
+  graphdef, state = nnx.split(model)
+  batch = TreeBatchBuilder(VOCAB, dp_space, min_substitutes=4, width=8).build(trees, **SHAPES)
+  new = certify_jit(graphdef, dp_space.signature, state, batch, batch.labels, 1.0, None,
+                    budgets=budgets)
+  with pytest.warns(DeprecationWarning, match="certify_tree_jit is deprecated.*use "
+                                              "arc_jax.certify.certify_jit"):
+    old = tree_dp.certify_tree_jit(graphdef, dp_space.signature, state, batch, batch.labels,
+                                   1.0, None, budgets)
+  with pytest.warns(DeprecationWarning, match="make_tree_certify_fn is deprecated.*use "
+                                              r"arc_jax.certify.make_certify_fn\("):
+    certify_tree_fn = tree_dp.make_tree_certify_fn(graphdef, dp_space)
+  for other in (old, jax.jit(certify_tree_fn)(state, batch, batch.labels, 1.0, None, budgets)):
+    for a, b in zip(jax.tree.leaves(new), jax.tree.leaves(other)):
+      np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+  with pytest.warns(DeprecationWarning, match="TreeCertificate is deprecated.*use "
+                                              "arc_jax.certify.Certificate"):
+    assert tree_dp.TreeCertificate is Certificate
+  with pytest.raises(AttributeError, match="has no attribute 'certify_trees_fn'"):
+    tree_dp.certify_trees_fn  # pylint: disable=pointless-statement
+  current = arc_jax.certify.certify(model, string.space, trees, [1], VOCAB, batch_size=2)
+  with pytest.warns(DeprecationWarning, match=r"certify_trees\(model, space, trees, vocab, "
+                                              r"labels\) is deprecated.*use "
+                                              r"arc_jax.certify.certify\(model"):
+    previous = arc_jax.certify.certify_trees(model, string.space, trees, VOCAB, [1], batch_size=2)
+  for key in current:
+    np.testing.assert_array_equal(previous[key], current[key])
 
 
 def test_deletions_alone_give_the_exact_hull():
