@@ -160,8 +160,8 @@ def exact(context: Context) -> Outcome:
   ``exact_max_nodes`` per example). Its counterexamples (``exact_refuted``) must fail ``ex``."""
   experiment = context.experiment
   data = experiment.splits[context.split]
-  verdicts = verify(experiment.graphdef, (context.params, experiment.rest), experiment.space,
-                    data.tokens, data.labels, experiment.data.vocab,
+  verdicts = verify(experiment.model(context.params), experiment.space, data.tokens,
+                    data.labels, experiment.data.vocab,
                     max_nodes=context.exact_max_nodes,
                     min_replacement_slots=experiment.builder.min_replacement_slots)
   summary = verdicts.summary()

@@ -46,14 +46,15 @@ def main() -> None:
 
   params, _, experiment = restore_run(args.workdir, **({"space": args.space} if args.space else {}))
   config = experiment.config
-  graphdef, state = nnx.split(nnx.merge(experiment.graphdef, params, experiment.rest))
+  model = experiment.model(params)
+  graphdef, state = nnx.split(model)
   test = experiment.splits["test"]
   sentences, labels = test.tokens[:args.limit], np.asarray(test.labels[:args.limit])
   space, vocab = experiment.space, experiment.data.vocab
   slots = experiment.builder.min_replacement_slots
 
   tic = time.perf_counter()
-  result = verify(graphdef, state, space, sentences, labels, vocab, window_rule=args.window_rule,
+  result = verify(model, space, sentences, labels, vocab, window_rule=args.window_rule,
                   blocks=args.blocks, enumerate_below=args.enumerate_below,
                   max_nodes=args.max_nodes, min_replacement_slots=slots,
                   domain=DOMAINS[args.domain])
@@ -67,7 +68,7 @@ def main() -> None:
          "verify": {**result.summary(), "seconds": round(verify_s, 2)}}
   if args.ex:
     tic = time.perf_counter()
-    certified = certify(nnx.merge(graphdef, state), space, sentences, labels, vocab)["certified"]
+    certified = certify(model, space, sentences, labels, vocab).certified
     ex = exhaustive_robustness(functools.partial(predict, graphdef, state), space, sentences,
                                labels, vocab, certified=certified, batch_size=256)
     ex_s = time.perf_counter() - tic

@@ -1,7 +1,20 @@
-"""Certification: the memoizing DPs and the certify_fn entry points."""
+"""Certification: the memoizing DPs, the certify_fn entry points, and the one-call entry points
+of every model family: :func:`certify` (a space), :func:`certify_split` (a split space, ARC-A3T
+and A3T) and ``verify`` (exact answers, :func:`arc_jax.verify.verify`, imported on first use),
+which return per-example :class:`CertifyResult` arrays (``verify``: a richer result holding
+them)."""
+
+import importlib
 
 from arc_jax.certify.api import (certification_order, certify, certify_jit, certify_model,
                                  make_certify_fn)
 from arc_jax.certify.augmented import certify_split
 from arc_jax.certify.certificate import Certificate, CertifyResult
 from arc_jax.certify.deprecated import certify_trees  # deprecated, kept for one release
+
+
+def __getattr__(name):
+  """``verify``, imported on first use (:mod:`arc_jax.verify` imports this package)."""
+  if name == "verify":
+    return importlib.import_module("arc_jax.verify").verify
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

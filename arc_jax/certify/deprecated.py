@@ -9,6 +9,8 @@ replacement does.
 * ``arc_jax.certify.tree_dp.make_tree_certify_fn``: use :func:`arc_jax.certify.make_certify_fn`.
 * ``arc_jax.certify.tree_dp.TreeCertificate``: use :class:`arc_jax.certify.Certificate` (with a
   node axis).
+* ``verify(graphdef, state, space, ...)`` and ``verify(..., rows=)``: use
+  ``verify(model, space, ..., batch_size=)`` (:func:`arc_jax.verify.verify`).
 """
 
 from __future__ import annotations

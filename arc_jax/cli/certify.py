@@ -141,9 +141,8 @@ def attack_examples(params, experiment, examples, labels, beam: int) -> list:
 def verify_examples(params, experiment, examples, labels, max_nodes: int) -> list:
   """The complete verifier's verdict per sentence (:func:`arc_jax.verify.verify`)."""
   from arc_jax.verify import verify  # pylint: disable=import-outside-toplevel
-  return list(verify(experiment.graphdef, (params, experiment.rest), experiment.space,
-                     [tuple(x) for x in examples], np.asarray(labels), experiment.data.vocab,
-                     max_nodes=max_nodes,
+  return list(verify(experiment.model(params), experiment.space, [tuple(x) for x in examples],
+                     np.asarray(labels), experiment.data.vocab, max_nodes=max_nodes,
                      min_replacement_slots=experiment.builder.min_replacement_slots).verdicts)
 
 

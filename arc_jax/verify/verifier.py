@@ -19,8 +19,9 @@ Pipeline (cheap answers first, each stage only sees the examples still open):
 4. the HotFlip beam (:func:`arc_jax.attacks.hotflip_candidates`) and ``samples`` uniform members
    (:func:`arc_jax.verify.subspaces.sample`) of S(x), classified concretely;
 5. branch and bound per example: a stack of open sub-spaces; nodes with at most
-   ``enumerate_below`` choices are enumerated, the others are certified ``rows`` at a time by one
-   jitted DP call (the sub-spaces are rows of one plan, :func:`~arc_jax.verify.subspaces.lower`);
+   ``enumerate_below`` choices are enumerated, the others are certified ``batch_size`` at a time
+   by one jitted DP call (the sub-spaces are rows of one plan,
+   :func:`~arc_jax.verify.subspaces.lower`);
    each uncertified node is attacked with one random member and then split at a window chosen
    by ``window_rule``.
 
@@ -35,6 +36,7 @@ unbounded budget every example ends ``robust`` or ``not robust``, and the answer
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Any, Mapping, Sequence
 
@@ -43,10 +45,14 @@ from flax import nnx
 
 from arc_jax.attacks.hotflip import hotflip_candidates
 from arc_jax import interval as iv
-from arc_jax.certify.api import certify_jit, check_space, check_state
+from arc_jax.certify.api import (MAX_GRID_SLOTS, CertifyResult, certification_order,
+                                 certify_batches, certify_jit, check_grid, check_inputs,
+                                 check_sentences, padded_labels)
+from arc_jax.certify.deprecated import deprecated
 from arc_jax.data.batching import make_batch
 from arc_jax.domain import Domain
-from arc_jax.nn.models import predict
+from arc_jax.nn.models import LSTMClassifier, predict
+from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation.plans import PlanBuilder
 from arc_jax.perturbation.spaces import Space, Tokens
 from arc_jax.verify import subspaces as sub
@@ -100,16 +106,28 @@ class Verdict:
 
 @dataclasses.dataclass(frozen=True)
 class VerifyResult:
-  """Verdicts of n examples and the wall time of :func:`verify`."""
+  """What :func:`verify` decided about n examples, in the input order.
+
+  Attributes:
+    verdicts: one :class:`Verdict` per example.
+    seconds: the wall time of :func:`verify`.
+    certificates: the DP's certificates of every example on all of S(x) (the ``certified``
+      stage; what :func:`arc_jax.certify.certify` computes in the same domain), with
+      ``certified``, ``margins``, ``logits_lo``, ``logits_hi`` and ``clean_logits`` as there.
+  """
 
   verdicts: tuple[Verdict, ...]
   seconds: float
+  certificates: CertifyResult
 
   def flags(self, status: str) -> np.ndarray:
+    """bool (n,): whether each example's status is ``status``."""
     return np.array([v.status == status for v in self.verdicts], bool)
 
   @property
   def robust(self) -> np.ndarray:
+    """bool (n,): proved robust (every string of S(x) is classified y); ``certificates.
+    certified`` implies it, and it implies EX."""
     return self.flags(ROBUST)
 
   def summary(self) -> dict[str, Any]:
@@ -128,18 +146,26 @@ class VerifyResult:
 class _Model:
   """Concrete predictions and DP certificates of one model, at fixed batch shapes."""
 
-  def __init__(self, graphdef, state, space: Space, vocab: Mapping[str, int], rows: int,
+  def __init__(self, model: LSTMClassifier, space: Space, vocab: Mapping[str, int], rows: int,
                predict_rows: int, min_replacement_slots: int, domain: Domain):
-    self.model_graphdef, self.model_state = nnx.split(nnx.merge(graphdef, *(
-        state if isinstance(state, tuple) else (state,))))
+    self.model_graphdef, self.model_state = nnx.split(model)
     self.space, self.vocab, self.rows, self.predict_rows = space, vocab, rows, predict_rows
     self.builder = PlanBuilder(space, vocab, min_replacement_slots=min_replacement_slots)
     self.domain = domain
 
-  def certified(self, plan, labels: np.ndarray) -> np.ndarray:
-    """The DP's certificates (bool (rows,)) of a plan's rows, in the verifier's domain."""
-    return np.asarray(certify_jit(self.model_graphdef, self.space.signature, self.model_state,
-                                  plan, labels, domain=self.domain).certified)
+  def certify(self, plan, labels: np.ndarray):
+    """The DP's :class:`~arc_jax.certify.Certificate` of a plan's rows (on the whole grid, in
+    the verifier's domain)."""
+    return certify_jit(self.model_graphdef, self.space.signature, self.model_state, plan,
+                       labels, domain=self.domain)
+
+  def certify_sentences(self, sentences: Sequence[Tokens], labels: np.ndarray) -> CertifyResult:
+    """The DP's certificates of S(x) of every sentence, ``rows`` sentences per call, grouped by
+    width (:func:`~arc_jax.certify.api.certification_order`)."""
+    lower = lambda idx: (self.builder.build([sentences[i] for i in idx], batch_size=self.rows),
+                         padded_labels(labels[idx], self.rows))
+    return certify_batches(certification_order(self.builder, sentences), self.rows, lower,
+                           self.certify)
 
   def classify(self, strings: Sequence[Tokens]) -> np.ndarray:
     """Predicted classes (len(strings),), in batches of ``predict_rows`` sorted by length."""
@@ -158,7 +184,8 @@ class _Model:
     """Whether the DP certifies each node of one sentence (bool (len(nodes),))."""
     base = self.builder.build([tokens])
     plan = sub.lower(base, self.space, self.vocab, nodes, self.rows)
-    return self.certified(plan, np.full((self.rows,), label, np.int32))[:len(nodes)]
+    return np.asarray(self.certify(plan, np.full((self.rows,), label, np.int32)).certified
+                      )[:len(nodes)]
 
 
 def _choose_window(space: Space, node: sub.SubSpace, rule: str) -> tuple[int, int] | None:
@@ -227,51 +254,96 @@ def _search(model: _Model, tokens: Tokens, label: int, rng: np.random.Generator,
   return ROBUST, None, leaves, certified_nodes, classified
 
 
-def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
+def _takes_graphdef_state(verify_fn):
+  """Also accepts the previous release's ``verify(graphdef, state, space, ...)`` and ``rows=``
+  (kept for one release, each with a DeprecationWarning naming its replacement)."""
+
+  @functools.wraps(verify_fn)
+  def wrapper(model, *args, **options):
+    if isinstance(model, nnx.GraphDef):
+      deprecated("verify(graphdef, state, space, ...)",
+                 "verify(model, space, ...) with model = nnx.merge(graphdef, state)")
+      state, *args = args
+      model = nnx.merge(model, *(state if isinstance(state, tuple) else (state,)))
+    if "rows" in options:
+      deprecated("verify(..., rows=)", "verify(..., batch_size=)")
+      options["batch_size"] = options.pop("rows")
+    return verify_fn(model, *args, **options)
+
+  return wrapper
+
+
+@_takes_graphdef_state
+def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
            labels: Sequence[int], vocab: Mapping[str, int], *, window_rule: str = "last",
-           blocks: int = 1, enumerate_below: int = 64, max_nodes: int = 4096, rows: int = 32,
-           predict_rows: int = 256, samples: int = 32, beam: int = 5,
-           min_replacement_slots: int = 1, seed: int = 0, domain: Domain = iv.SOUND
-           ) -> VerifyResult:
-  """Exact robustness of n examples (see the module docstring).
+           blocks: int = 1, enumerate_below: int = 64, max_nodes: int = 4096,
+           batch_size: int = 32, max_grid_slots: int = MAX_GRID_SLOTS, predict_rows: int = 256,
+           samples: int = 32, beam: int = 5, min_replacement_slots: int = 1, seed: int = 0,
+           domain: Domain = iv.SOUND) -> VerifyResult:
+  """Exact robustness of n examples (see the module docstring), for LSTMs and Bi-LSTMs of every
+  pooling.
+
+  Takes the model, space, examples, labels and vocabulary as :func:`arc_jax.certify.certify`
+  does, and its ``batch_size``, ``max_grid_slots`` and ``domain``; the previous release's
+  ``verify(graphdef, state, space, ...)`` and ``rows=`` still work, with a DeprecationWarning.
 
   Args:
-    graphdef, state: ``nnx.split(model)`` of an :class:`~arc_jax.nn.LSTMClassifier` (``state``
-      may be a tuple of states).
+    model: an :class:`~arc_jax.nn.LSTMClassifier` (LSTM or Bi-LSTM, any pooling).
     space: the perturbation space; restricted to ``vocab`` here.
-    sentences, labels: the examples; every token in ``vocab``.
+    sentences: n token lists; every token in ``vocab``.
+    labels: int (n,).
+    vocab: word → id.
     window_rule: one of :data:`WINDOW_RULES`.
     blocks: ``apply`` children per split (the replacements of the window partitioned in that
       many blocks; 1: one child "T_k applied with any of its replacements").
     enumerate_below: spaces and sub-spaces with at most this many choices are enumerated, not
       certified.
     max_nodes: per example, the most sub-spaces certified in the search before ``unknown``.
-    rows: sub-spaces per DP call (one compiled shape per length bucket).
+    batch_size: sentences, or sub-spaces of one sentence, per DP call (one compiled shape per
+      length bucket).
+    max_grid_slots: the largest decomposition grid verified without asking (as for
+      :func:`arc_jax.certify.certify`).
     predict_rows: strings per concrete prediction call.
     samples: uniform members of S(x) classified before the search.
     beam: HotFlip beam width (0: no HotFlip).
-    min_replacement_slots: as :class:`PlanBuilder` (the largest synonym list keeps one shape).
+    min_replacement_slots: as :class:`~arc_jax.perturbation.PlanBuilder` (the largest synonym
+      list keeps one shape).
     seed: the sampling seed.
     domain: the abstract domain of every certification (a sound one:
       :data:`arc_jax.interval.SOUND`, or :data:`arc_jax.linear_step.LINEAR_STEP`, tighter and
       slower).
+
+  Returns:
+    A :class:`VerifyResult`: a verdict per example and the DP's certificates of S(x).
+
+  Raises:
+    ValueError: (one line, naming the fix) a Tree-LSTM (verify has no tree sub-spaces: certify
+      trees with :func:`arc_jax.certify.certify`) or another model type, an unknown window
+      rule, bad search settings, and the input errors of :func:`arc_jax.certify.certify`
+      (sentences, labels, a space given as a string or split, its grid, float64 parameters
+      without 64-bit mode, vocabulary ids outside the embedding table).
   """
+  if isinstance(model, TreeLSTMClassifier):
+    raise ValueError("Tree-LSTMs are not supported by verify (it splits S(x) at windows of a "
+                     "token sequence): certify trees with arc_jax.certify.certify(model, space, "
+                     "trees, labels, vocab), the tree DP.")
+  if not isinstance(model, LSTMClassifier):
+    raise ValueError(f"verify decides LSTMClassifier models (LSTMs, Bi-LSTMs), not "
+                     f"{type(model).__name__}.")
   if window_rule not in WINDOW_RULES:
     raise ValueError(f"Unknown window_rule {window_rule!r}; choose one of {WINDOW_RULES}.")
-  if blocks < 1 or rows < 1 or max_nodes < 0 or enumerate_below < 0:
-    raise ValueError("verify needs blocks >= 1, rows >= 1, max_nodes >= 0 and "
-                     f"enumerate_below >= 0 (got {blocks}, {rows}, {max_nodes}, "
+  if blocks < 1 or batch_size < 1 or max_nodes < 0 or enumerate_below < 0:
+    raise ValueError("verify needs blocks >= 1, batch_size >= 1, max_nodes >= 0 and "
+                     f"enumerate_below >= 0 (got {blocks}, {batch_size}, {max_nodes}, "
                      f"{enumerate_below}).")
-  check_space(space)
-  check_state(state)
+  check_inputs(model, space, vocab)
   tic = time.perf_counter()
   sentences = [tuple(s) for s in sentences]
-  labels = np.asarray(labels, np.int64).reshape(-1)
-  if len(labels) != len(sentences):
-    raise ValueError(f"Got {len(sentences)} sentences and {len(labels)} labels; pass one each.")
+  labels = check_sentences(sentences, labels, model.num_classes)
+  check_grid(space.signature, space, batch_size, model.hidden, model.embeddings[...].itemsize,
+             max_grid_slots)
   space = space.restricted_to(vocab)
-  model = _Model(graphdef, state, space, vocab, rows, predict_rows, min_replacement_slots,
-                 domain)
+  model = _Model(model, space, vocab, batch_size, predict_rows, min_replacement_slots, domain)
   rng = np.random.default_rng(seed)
   n = len(sentences)
   choices = [sub.count(space, sub.full(space, s)) for s in sentences]
@@ -283,20 +355,15 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
     verdicts[i] = Verdict(status, stage, counterexample, tuple(proof), int(certified_nodes[i]),
                           int(classified[i]), choices[i])
 
+  certificates = model.certify_sentences(sentences, labels)  # the DP on S(x), every example
+  certified_nodes += 1
   for i in np.flatnonzero(model.classify(sentences) != labels):
     settle(i, NOT_ROBUST, "clean", sentences[i])
-  open_ = [i for i in range(n) if verdicts[i] is None]
-  for start in range(0, len(open_), rows):  # the DP on S(x), rows sentences per call
-    chunk = open_[start:start + rows]
-    plan = model.builder.build([sentences[i] for i in chunk], batch_size=rows)
-    y = np.zeros((rows,), np.int32)
-    y[:len(chunk)] = labels[chunk]
-    ok = model.certified(plan, y)
-    for i, good in zip(chunk, ok):
-      certified_nodes[i] += 1
-      if good:
-        settle(i, ROBUST, "certified", proof=[{**sub.full(space, sentences[i]).describe(space),
-                                               "closed": "certified", "choices": choices[i]}])
+  for i in np.flatnonzero(certificates.certified):
+    if verdicts[i] is None:  # always: the certificate holds for x itself
+      settle(i, ROBUST, "certified", proof=[{**sub.full(space, sentences[i]).describe(space),
+                                             "closed": "certified", "choices": choices[i]}])
+
   def refute(pairs: list[tuple[int, Tokens]], stage: str) -> None:
     """Classifies (example, member) pairs together; settles each first misclassification."""
     wrong = model.classify([s for _, s in pairs]) != labels[[i for i, _ in pairs]]
@@ -330,4 +397,4 @@ def verify(graphdef, state, space: Space, sentences: Sequence[Sequence[str]],
     certified_nodes[i] += nodes
     classified[i] += members
     settle(i, status, "search", counterexample, proof)
-  return VerifyResult(tuple(verdicts), time.perf_counter() - tic)
+  return VerifyResult(tuple(verdicts), time.perf_counter() - tic, certificates)

@@ -6,7 +6,10 @@
 * The DP bounds every member of a sub-space (lowered with ``match``, ``replacement_mask`` and
   ``keep``), for LSTMs and Bi-LSTMs with large weights.
 * ``verify`` equals exhaustive enumeration example by example on small random models, with no
-  unknowns, for every window rule.
+  unknowns, for every window rule, LSTMs and Bi-LSTMs of every pooling.
+* ``verify`` has certify's shape: a model (the deprecated ``(graphdef, state)`` still works,
+  with a DeprecationWarning), the same keyword options, certify's certificates of S(x) in its
+  result, and one-line errors for what it does not cover (Tree-LSTMs).
 """
 
 import functools
@@ -19,12 +22,16 @@ from flax import nnx
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from arc_jax.attacks import exhaustive_robustness
+from arc_jax.certify import certify
+from arc_jax.data.trees import from_nested
 from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.nn import predict
+from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.verify import WINDOW_RULES, verify
 from arc_jax.verify import subspaces as sub
 from test_certify import SWAP, VOCAB, certify_batch, concrete_logits, make_model
+from test_certify_inputs import one_line
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -118,12 +125,13 @@ def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, bloc
   graphdef, state = nnx.split(model)
   # By default no attacks and almost no enumeration: the search itself must find every answer.
   stages = {"enumerate_below": 1, "beam": 0, "samples": 0, **stages}
-  result = verify(graphdef, state, space, sents, labels, VOCAB, window_rule=window_rule,
-                  blocks=blocks, rows=4, min_replacement_slots=4, seed=seed, **stages)
+  result = verify(model, space, sents, labels, VOCAB, window_rule=window_rule, blocks=blocks,
+                  batch_size=4, min_replacement_slots=4, seed=seed, **stages)
   ex = exhaustive_robustness(functools.partial(predict, graphdef, state), space, sents, labels,
                              VOCAB, shortcut=False, batch_size=64)
   assert result.summary()["unknowns"] == 0
   np.testing.assert_array_equal(result.robust, ex.robust)
+  assert np.all(result.robust[result.certificates.certified])  # CF ⇒ exact
   for v, s, y in zip(result.verdicts, sents, labels):
     if v.status == "not robust":  # a concrete member of S(x), misclassified
       assert v.counterexample in set(space.enumerate(s))
@@ -177,7 +185,46 @@ def test_verify_equals_enumeration_more(seed, spec):
 def test_verify_rejects_an_unknown_rule():
   model = make_model(0, 3, 1.0, False)
   with pytest.raises(ValueError, match="window_rule"):
-    verify(*nnx.split(model), space_of(SPECS[0]), [("a",)], [0], VOCAB, window_rule="middle")
+    verify(model, space_of(SPECS[0]), [("a",)], [0], VOCAB, window_rule="middle")
+
+
+def test_verify_holds_certify_s_certificates_and_takes_the_old_form_with_a_warning():
+  """``verify(model, ...)`` returns, besides its verdicts, the certificates ``certify`` gives
+  (Bi-LSTM with attention pooling); ``verify(graphdef, state, ..., rows=)`` gives the same
+  answers with a DeprecationWarning naming the new form."""
+  space = space_of(SPECS[1])
+  model = make_model(4, 3, 2.0, True, pooling="attention")
+  sents = [("good", "movie"), ("it", "is", "x", "!"), ("a",)]
+  labels = concrete_logits(model, sents).argmax(-1)
+  result = verify(model, space, sents, labels, VOCAB, batch_size=4, enumerate_below=4)
+  cert = certify(model, space, sents, labels, VOCAB, batch_size=4)
+  assert list(result.certificates) == list(cert)
+  np.testing.assert_array_equal(result.certificates.certified, cert.certified)
+  for key in ("margins", "logits_lo", "logits_hi", "clean_logits"):
+    np.testing.assert_allclose(result.certificates[key], cert[key], rtol=1e-12, atol=1e-12)
+  with pytest.warns(DeprecationWarning) as caught:
+    old = verify(*nnx.split(model), space, sents, labels, VOCAB, rows=4, enumerate_below=4)
+  assert sorted(str(w.message).split(" is deprecated")[0] for w in caught) == [
+      "verify(..., rows=)", "verify(graphdef, state, space, ...)"]
+  assert all("use verify(model, space, ...)" in str(w.message) or "use verify(..., batch_size=)"
+             in str(w.message) for w in caught)
+  assert [v.status for v in old.verdicts] == [v.status for v in result.verdicts]
+
+
+def test_verify_refuses_what_it_does_not_cover_in_one_line():
+  tree_model = TreeLSTMClassifier(np.zeros((len(VOCAB), 4)), hidden=2, rngs=nnx.Rngs(0))
+  with one_line("Tree-LSTMs are not supported by verify .*certify trees with "
+                r"arc_jax.certify.certify\(model, space, trees, labels, vocab\)"):
+    verify(tree_model, space_of(SPECS[0]), [from_nested(("a", "x"))], [0], VOCAB)
+  with one_line("verify decides LSTMClassifier models"):
+    verify(object(), space_of(SPECS[0]), [("a",)], [0], VOCAB)
+  model = make_model(0, 3, 1.0, False)
+  with one_line(r"labels has shape \(2,\)"):
+    verify(model, space_of(SPECS[0]), [("a",)], [0, 1], VOCAB)
+  with one_line("grid of 9 slots"):
+    verify(model, space_of(SPECS[0]), [("a",)], [0], VOCAB, max_grid_slots=4)
+  with one_line("space is the string"):
+    verify(model, SPECS[0], [("a",)], [0], VOCAB)
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
