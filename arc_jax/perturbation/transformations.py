@@ -56,9 +56,11 @@ class Transformation:
     match: φ, a predicate over a window (tuple of ``s`` tokens).
     replace: f, maps a matched window to its replacements (each a tuple of ``t`` tokens).
       Only called on windows where ``match`` holds.
-    repeats_token: s = 1 and the only replacement of (w,) is (w, …, w) (Dup, Trans4). The DP
-      then reuses the unperturbed step for the first copy. Declared by the library only;
-      :meth:`replacements` checks it on every window it sees.
+    repeats_token: s = 1 and the only replacement of (w,) is (w, …, w) (Dup, Trans4, or a user
+      duplication: :func:`custom` with ``repeats_token=True``). The DP then reuses the
+      unperturbed step for the first copy, and a tree space takes a 1→2 rewrite as a leaf
+      duplication only when it is declared; :meth:`replacements` checks it on every window it
+      sees.
     standard: made by this module's builders; only those may use a name of
       :data:`STANDARD_NAMES`.
   """
@@ -142,14 +144,29 @@ class Transformation:
     )
 
 
-def custom(name: str, s: int, t: int, match: MatchFn, replace: ReplaceFn) -> Transformation:
+def custom(name: str, s: int, t: int, match: MatchFn, replace: ReplaceFn, *,
+           repeats_token: bool = False) -> Transformation:
   """A user transformation from two callables over token tuples.
 
-  Example, swapping two adjacent tokens (2→2)::
+  Args:
+    name: its name in spec strings (not one of :data:`STANDARD_NAMES`).
+    s, t: the tokens it reads and the tokens of every replacement.
+    match: φ, a predicate over a window (a tuple of ``s`` tokens).
+    replace: f, a matched window → its replacements (tuples of ``t`` tokens).
+    repeats_token: declares a duplication: s = 1, t ≥ 1 and the only replacement of (w,) is
+      (w, …, w) (checked on every window, :meth:`Transformation.replacements`). Tree spaces
+      (:func:`arc_jax.perturbation.trees.tree_space`) need it to take a 1→2 rewrite as a leaf
+      duplication; the string DPs then reuse the unperturbed step for the first copy.
+
+  Examples, swapping two adjacent tokens (2→2), and duplicating an adjective (1→2, usable in
+  tree spaces too)::
 
     swap = custom("Swap", 2, 2, match=lambda w: w[0] != w[1], replace=lambda w: [(w[1], w[0])])
+    twice = custom("Twice", 1, 2, match=lambda w: w[0] in {"good", "bad"},
+                   replace=lambda w: [w * 2], repeats_token=True)
   """
-  return Transformation(name=name, s=s, t=t, match=match, replace=replace)
+  return Transformation(name=name, s=s, t=t, match=match, replace=replace,
+                        repeats_token=repeats_token)
 
 
 def register_transformation(name: str, transformation: Transformation) -> Transformation:

@@ -204,7 +204,7 @@ def tree_kind(t) -> str:
   if t.s == 1 and t.t == 2 and t.repeats_token:
     return DUP
   what = ("rewrites a leaf into two other words (a tree leaf can only be duplicated: w → w w, "
-          "declared by repeats_token)" if (t.s, t.t) == (1, 2) else
+          "declared with custom(..., repeats_token=True))" if (t.s, t.t) == (1, 2) else
           f"rewrites windows of {t.s} tokens into {t.t}" if t.s > 1 else f"makes {t.t} tokens")
   raise ValueError(
       f"{t.name} ({t.s}→{t.t}) has no tree counterpart: it {what}. Tree spaces are made of "

@@ -16,8 +16,7 @@ from arc_jax.data.trees import from_nested
 from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.tree_models import TreeLSTMClassifier
-from arc_jax.perturbation import (PlanBuilder, Transformation, custom, on_reachable_grid,
-                                  parse_space)
+from arc_jax.perturbation import PlanBuilder, custom, on_reachable_grid, parse_space
 from arc_jax.perturbation.split import split_space
 from arc_jax.perturbation.trees import tree_space
 
@@ -45,8 +44,8 @@ def test_escape_1_tree_spaces_decide_by_what_a_transformation_does():
   # A user 1→1 rewrite is a substitution, a user 1→0 a deletion, a repeat a duplication.
   swap = custom("Swap", 1, 1, match=lambda w: w[0] == "good", replace=lambda w: [("bad",)])
   drop = custom("Drop", 1, 0, match=lambda w: w[0] == "movie", replace=lambda w: [()])
-  twice = Transformation("Twice", 1, 2, match=lambda w: w[0] == "good",
-                         replace=lambda w: [w * 2], repeats_token=True)
+  twice = custom("Twice", 1, 2, match=lambda w: w[0] == "good", replace=lambda w: [w * 2],
+                 repeats_token=True)
   tspace = tree_space(parse_space("[(Swap,1),(Drop,1),(Twice,1)]",
                                   custom={"Swap": swap, "Drop": drop, "Twice": twice}))
   assert tspace.kinds == ("Sub", "Del", "Dup")

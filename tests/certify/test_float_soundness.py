@@ -32,7 +32,7 @@ from arc_jax.data.trees import Tree, from_nested
 from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
-from arc_jax.perturbation import PlanBuilder, Transformation, custom, parse_space
+from arc_jax.perturbation import PlanBuilder, custom, parse_space
 from arc_jax.perturbation.spaces import Space
 from arc_jax.perturbation.split import split_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
@@ -62,8 +62,8 @@ def random_transformation(rng, s, t, duplicate):
   name = f"U{s}{t}{'d' if duplicate else ''}"
   starts = frozenset(rng.choice(WORDS, size=4, replace=False).tolist())
   if duplicate:
-    return Transformation(name, 1, t, match=lambda w: w[0] in starts,
-                          replace=lambda w: [w * t], repeats_token=True)
+    return custom(name, 1, t, match=lambda w: w[0] in starts, replace=lambda w: [w * t],
+                  repeats_token=True)
   outs = [tuple(rng.choice(WORDS, size=t).tolist()) for _ in range(rng.integers(1, 4))]
   return custom(name, s, t, match=lambda w: w[0] in starts, replace=lambda w: outs)
 

@@ -28,7 +28,7 @@ from arc_jax.certify.tree_dp import JOINS
 from arc_jax.data.trees import Tree, from_nested
 from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
-from arc_jax.perturbation import parse_space
+from arc_jax.perturbation import custom, parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, tree_space
 from test_tree_perturbation import nested_trees
 
@@ -261,6 +261,34 @@ def test_named_cases_are_sound(nested):
   dp_space, space = spaces((2, 2, 2), {"good": ["fine", "film"], "movie": ["film"]},
                            ["a", "the", "to"])
   assert_sound(make_model(6, 7, 2.0), dp_space, space, [tree], (2, 2, 2), every_node=False)
+
+
+TWICE = custom("Twice", 1, 2, match=lambda w: w[0] in ("good", "movie", "x"),
+               replace=lambda w: [w * 2], repeats_token=True)
+
+
+def test_a_custom_duplication_is_certified_as_enumeration_confirms():
+  """A user duplication (``custom(..., repeats_token=True)``) is a leaf duplication of tree
+  spaces: the tree DP's bounds hold every tree its space enumerates, at every node, and so do
+  those of the one-call ``certify`` at the roots. Undeclared, the same rewrite is refused."""
+  string_space = parse_space("[(Del,1),(Twice,2),(Sub,1)]", synonyms={"good": ["fine"]},
+                             stopwords=["the", "a"], custom={"Twice": TWICE})
+  space = tree_space(string_space.restricted_to(VOCAB))
+  assert space.kinds == ("Del", "Dup", "Sub")
+  trees = [from_nested((("the", "good"), ("movie", "x")), 1), from_nested(("a", "good"), 0)]
+  model = make_model(4, 8, 2.0)
+  assert_sound(model, space, space, trees, None)
+  out = arc_jax.certify.certify(model, string_space, trees, None, VOCAB, batch_size=2)
+  for b, tree in enumerate(trees):
+    logits = root_logits(model, list(space.enumerate(tree)))
+    assert np.all(out.logits_lo[b] - TOL <= logits) and np.all(logits <= out.logits_hi[b] + TOL)
+  undeclared = custom("Twice", 1, 2, match=TWICE.match, replace=TWICE.replace)
+  with pytest.raises(ValueError, match=r"Twice \(1→2\) has no tree counterpart.*declared with "
+                                       r"custom\(\.\.\., repeats_token=True\)"):
+    tree_space(parse_space("[(Twice,1)]", custom={"Twice": undeclared}))
+  with pytest.raises(ValueError, match="declares repeats_token but rewrites"):
+    custom("Swap", 1, 2, match=lambda w: True, replace=lambda w: [("a", "b")],
+           repeats_token=True).replacements(("x",))
 
 
 def test_the_previous_releases_tree_names_warn_and_give_the_same_certificates():
