@@ -20,7 +20,7 @@ import arc_jax
 PACKAGE_ROOT = pathlib.Path(arc_jax.__file__).parent
 
 LAYERS = (
-    {"padding", "parallel", "_lazy"},  # shape buckets, padding, device placement; lazy packages
+    {"padding", "parallel", "_lazy", "_callable"},  # shape buckets, padding, devices; lazy packages
     {"interval", "linear_step", "domain", "data"},  # domains, their protocol; data
     {"perturbation"},  # spaces over strings and trees, and their plans
     {"nn"},  # the models, concrete and abstract

@@ -2,15 +2,20 @@
 of every model family: :func:`certify` (a space), :func:`certify_split` (a split space, ARC-A3T
 and A3T) and ``verify`` (exact answers, :func:`arc_jax.verify.verify`, imported on first use),
 which return per-example :class:`CertifyResult` arrays (``verify``: a richer result holding
-them)."""
+them).
+
+The package is callable as its :func:`certify` (``arc_jax.certify(model, space, ...)``)."""
 
 import importlib
 
+from arc_jax._callable import callable_as
 from arc_jax.certify.api import (certification_order, certify, certify_jit, certify_model,
                                  make_certify_fn)
 from arc_jax.certify.augmented import certify_split
 from arc_jax.certify.certificate import Certificate, CertifyResult
 from arc_jax.certify.deprecated import certify_trees  # deprecated, kept for one release
+
+callable_as(__name__, "certify")
 
 
 def __getattr__(name):
