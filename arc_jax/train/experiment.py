@@ -117,12 +117,17 @@ def data_fingerprint(data) -> dict:
 
 
 def use_compilation_cache() -> None:
-  """Keeps XLA compilations on disk (``<arc_jax cache>/jax``) for the next process.
+  """Keeps XLA compilations on disk (``<arc_jax cache>/jax``) for the next process, every one of
+  them: also those that compile in under a second and small ones (JAX's defaults leave them out).
 
   The ARC step compiles once per length bucket (tens of seconds each on CPU); with the cache a
-  resumed run or an evaluation starts without recompiling.
+  resumed run or an evaluation starts without recompiling. The small programs (a model's
+  initialisers, the little steps around a DP) add up to a second or more per process too
+  (``arc-certify``'s warm start, README).
   """
   jax.config.update("jax_compilation_cache_dir", str(cache_dir() / "jax"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # -1: no size limit
 
 
 def rewrite_share(transformation: Transformation, sentences: Sequence[Sequence[str]]) -> float:
