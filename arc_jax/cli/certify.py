@@ -104,8 +104,13 @@ CHUNK = 1024
 
 def certify_examples(model, space, vocab, examples, labels, batch_size: int) -> dict:
   """:func:`arc_jax.certify` of ``examples`` with ``labels``, or (None) with each example's own
-  prediction as its label: certified once with label 0, then the rows predicted otherwise again
-  with their prediction. Adds ``labels`` and ``predictions`` (n,) to its arrays."""
+  prediction as its label: certified with label 0, then, if any is predicted otherwise, all of
+  them again with their predictions. Adds ``labels`` and ``predictions`` (n,) to its arrays.
+
+  The second pass takes every example, not only those predicted otherwise: its batches are the
+  first pass's (certify sorts and pads them by the examples alone), so it runs the programs the
+  first compiled, where a subset would be padded to other shapes and compile again (seconds
+  each on a CPU, against milliseconds to run one for a few sentences)."""
   from arc_jax.certify import certify  # pylint: disable=import-outside-toplevel
   from tqdm import tqdm  # pylint: disable=import-outside-toplevel
 
@@ -117,15 +122,12 @@ def certify_examples(model, space, vocab, examples, labels, batch_size: int) -> 
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
   given = labels is not None
-  first = in_chunks(examples, list(labels) if given else [0] * len(examples))
-  predictions = np.argmax(first["clean_logits"], axis=-1)
+  results = in_chunks(examples, list(labels) if given else [0] * len(examples))
+  predictions = np.argmax(results["clean_logits"], axis=-1)
   labels = np.asarray(labels, np.int32) if given else predictions.astype(np.int32)
-  again = np.array([], np.int64) if given else np.flatnonzero(labels != 0)
-  if len(again):
-    redone = in_chunks([examples[i] for i in again], labels[again].tolist())
-    for key, value in redone.items():
-      first[key][again] = value
-  return {**first, "labels": labels, "predictions": predictions}
+  if not given and labels.any():
+    results = in_chunks(examples, labels.tolist())
+  return {**results, "labels": labels, "predictions": predictions}
 
 
 def attack_examples(params, experiment, examples, labels, beam: int) -> list:

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import chex
+import jax
 import numpy as np
 import pytest
 from flax import nnx
@@ -54,6 +56,26 @@ def test_sentences_are_certified_as_enumeration_confirms(tmp_path, monkeypatch):
     assert row["certified"] == (row["margin"] > 0)
     if row["certified"]:
       assert (labels == row["label"]).all(), row
+
+
+def test_predictions_are_certified_on_one_compiled_program(tmp_path, monkeypatch):
+  """Sentences of both predictions, certified for their own predictions, trace the DP once: the
+  second pass (for the sentences not predicted 0) runs the first pass's batches. (Certifying the
+  short positive sentence alone again, as before, padded it to a narrower width: a second
+  program.)"""
+  from arc_jax.certify import api  # pylint: disable=import-outside-toplevel
+  _no_data(tmp_path, monkeypatch)
+  (tmp_path / "in.txt").write_text("a charming and often affecting journey .\n"
+                                   "the movie is bad , and the acting is worse , and the plot is "
+                                   "a total waste of time\n")
+  jax.clear_caches()
+  chex.clear_trace_counter()
+  monkeypatch.setattr(api, "certify_model", chex.assert_max_traces(api.certify_model, n=1))
+  assert cli.main(["--model", str(KEPT), "--output", str(tmp_path / "out.jsonl"),
+                   str(tmp_path / "in.txt")]) == 0
+  rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+  assert sorted(r["prediction"] for r in rows) == [0, 1]
+  assert all(r["label"] == r["prediction"] for r in rows)
 
 
 def test_labelled_lines_and_user_errors_are_one_line(tmp_path, monkeypatch, capsys):
