@@ -177,7 +177,9 @@ def certify_split(model: LSTMClassifier, split: SplitSpace, sentences: Sequence[
   jitted batches of ``batch_size`` rows, on at most ``max_dp_shapes`` (width, grid) shapes fitted
   to all the members as :func:`~arc_jax.certify.certify` fits them to sentences (0: every
   length bucket and exact grid): members of different lengths and examples share compiled
-  programs, and ``certify`` shares the DP's (:data:`JITTED`). An example's certificate joins its
+  programs, and ``certify`` shares the DP's (:data:`JITTED`); compilation dominates calls on a
+  few sentences, where ``max_dp_shapes=1`` (one program) is several times faster from a cold
+  start (README, "Certify your own model"). An example's certificate joins its
   members': the union of their restricted spaces is S(x) (:mod:`arc_jax.perturbation.split`),
   so its logit box is the hull of theirs and its margins the least of theirs, sound for all of
   S(x); it is certified iff every member is.

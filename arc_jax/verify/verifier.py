@@ -82,8 +82,9 @@ class Verdict:
     stage: what settled it: ``"clean"``, ``"certified"``, ``"enumerated"``, ``"attack"`` or
       ``"search"``.
     counterexample: the misclassified member (``not robust``), else None.
-    proof: the closed leaves (``robust``): per leaf its path (:meth:`SubSpace.describe`), how
-      it was closed (``"certified"``, ``"enumerated"``, ``"empty"``) and its number of choices.
+    proof: the closed leaves (``robust``): per leaf its path
+      (:meth:`~arc_jax.verify.subspaces.SubSpace.describe`), how it was closed
+      (``"certified"``, ``"enumerated"``, ``"empty"``) and its number of choices.
     nodes_certified: sub-spaces sent to the DP, the root included.
     members_classified: strings classified concretely (attacks and enumeration).
     choices: number of application choices of S(x).
