@@ -32,7 +32,6 @@ from typing import Any
 
 import jax
 import ml_collections
-import orbax.checkpoint as ocp
 import tensorboardX
 from jax.experimental import multihost_utils
 
@@ -255,8 +254,15 @@ class RunDirectory:
       self.summary_file.write_text(json.dumps(summary, indent=2) + "\n")
 
 
+def _orbax():
+  """``orbax.checkpoint``, imported when a checkpoint is opened: a kept model (it has none)
+  loads without it, 0.2 s sooner."""
+  import orbax.checkpoint  # pylint: disable=import-outside-toplevel
+  return orbax.checkpoint
+
+
 def _abstract(tree):
-  return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+  return jax.tree.map(_orbax().utils.to_shape_dtype_struct, tree)
 
 
 class Checkpoints:
@@ -270,6 +276,7 @@ class Checkpoints:
 
   def __init__(self, path, read_only: bool = False):
     self.path, self.read_only = Path(path), read_only
+    ocp = _orbax()
 
     def manager(name, keep):
       options = ocp.CheckpointManagerOptions(
@@ -282,6 +289,7 @@ class Checkpoints:
 
   def save_latest(self, state, totals, meta: dict[str, Any]) -> None:
     """Saves (train state, metric totals, meta) at step ``meta["step"]``."""
+    ocp = _orbax()
     self.latest.save(meta["step"], args=ocp.args.Composite(
         state=ocp.args.StandardSave({"train": state, "totals": totals}),
         meta=ocp.args.JsonSave(meta)))
@@ -296,6 +304,7 @@ class Checkpoints:
     Raises:
       RunDamagedError: every checkpoint is damaged.
     """
+    ocp = _orbax()
     args = ocp.args.Composite(
         state=ocp.args.StandardRestore(_abstract({"train": state, "totals": totals})),
         meta=ocp.args.JsonRestore())
@@ -323,6 +332,7 @@ class Checkpoints:
 
   def save_best(self, params, meta: dict[str, Any]) -> None:
     """Saves the best parameters and waits, so that no later "latest" can name a lost best."""
+    ocp = _orbax()
     self.best.save(meta["step"], args=ocp.args.Composite(
         params=ocp.args.StandardSave(params), meta=ocp.args.JsonSave(meta)))
     self.best.wait_until_finished()
@@ -339,6 +349,7 @@ class Checkpoints:
       raise RunNotFoundError(f"No best checkpoint in {self.best.directory}: the run has not "
                              "finished an epoch yet (train it with experiments/train.py).")
     _quiet_failed_restores()
+    ocp = _orbax()
     try:
       restored = self.best.restore(step, args=ocp.args.Composite(
           params=ocp.args.StandardRestore(_abstract(params)), meta=ocp.args.JsonRestore()))
