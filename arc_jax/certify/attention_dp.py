@@ -45,8 +45,8 @@ import numpy as np
 from arc_jax import interval as iv
 from arc_jax.certify.lstm_dp import replacement_gates, word_pre_activations
 from arc_jax.domain import Domain, concatenate
-from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
+from arc_jax.nn.recurrent import RecurrentCell, initial_carry
 from arc_jax.perturbation.plans import Plan, reverse_plan
 from arc_jax.perturbation.spaces import Signature
 
@@ -102,20 +102,20 @@ def reachable_slots(sig: Signature, matches: list[jax.Array], lengths: jax.Array
   return jnp.concatenate([start[:1], steps])
 
 
-def _step_together(cell: LSTMCell, inputs, domain: Domain):
-  """One cell step for several (state, gates) pairs in one call: states (h, c) of shape
-  (B, *g_i, H) (each its own grid g_i), gates (B, 4H); returns the new states."""
-  shapes = [h.shape for (h, _), _ in inputs]
+def _step_together(cell: RecurrentCell, inputs, domain: Domain):
+  """One cell step for several (carry, gates) pairs in one call: carries whose values have shape
+  (B, *g_i, H) (each its own grid g_i), gates (B, G); returns the new carries."""
+  shapes = [carry[0].shape for carry, _ in inputs]
   rows = [int(np.prod(shape[1:-1])) for shape in shapes]
   flat = lambda a, r: a.reshape(a.shape[0], r, a.shape[-1])
   cat = lambda parts: concatenate(parts, axis=1)
-  h = cat([flat(h, r) for ((h, _), _), r in zip(inputs, rows)])
-  c = cat([flat(c, r) for ((_, c), _), r in zip(inputs, rows)])
+  carry = tuple(cat([flat(value, r) for value, r in zip(values, rows)])
+                for values in zip(*(carry for carry, _ in inputs)))
   gates = cat([jax.tree.map(lambda a: jnp.broadcast_to(a[:, None], (a.shape[0], r, a.shape[-1])),
                             g) for (_, g), r in zip(inputs, rows)])
-  h, c = cell.step((h, c), gates, domain=domain)
+  carry = cell.step(carry, gates, domain=domain)
   bounds = np.cumsum([0] + rows)
-  return [jax.tree.map(lambda x: x[:, a:b].reshape(shape), (h, c))
+  return [jax.tree.map(lambda x: x[:, a:b].reshape(shape), carry)
           for a, b, shape in zip(bounds[:-1], bounds[1:], shapes)]
 
 
@@ -127,18 +127,18 @@ def emission_offsets(sig: Signature) -> list[np.ndarray]:
   return [growth] + [growth - (sig.t[k] - l) for k in _active(sig) for l in range(1, sig.t[k])]
 
 
-def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
+def positional_scan(cell: RecurrentCell, sig: Signature, point_gates: iv.Value,
                     repl_gates: list[iv.Value | None], matches: list[jax.Array],
                     lengths: jax.Array, valid: jax.Array, domain: Domain = iv.SOUND
                     ) -> list[tuple[iv.Value, jax.Array]]:
   """The DP over the positions of one direction, emitting every state it computes.
 
   Args:
-    cell: the LSTM cell.
+    cell: the recurrent cell.
     sig: the space's signature (static).
-    point_gates: (B, N, 4H), input gates of the original tokens (boxes a few rounding errors
+    point_gates: (B, N, G), input gates of the original tokens (boxes a few rounding errors
       wide in the sound interval domain, as in the final-state DP).
-    repl_gates: per k, (B, N, t_k, 4H) of the replacement places, or None (t_k = 0, repetitions).
+    repl_gates: per k, (B, N, t_k, G) of the replacement places, or None (t_k = 0, repetitions).
     matches: per k, bool (B, N).
     lengths: (B,).
     valid: (N+1, B, *grid) from :func:`reachable_slots`.
@@ -154,6 +154,7 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
   window = max(sig.s, default=1)
   d = domain
   zeros = d.lift(jnp.zeros((window, batch) + sig.grid + (cell.hidden,), point_gates.dtype))
+  carry0 = initial_carry(cell, zeros)  # each carried value holds a window of H[j − i]
   padded = jnp.concatenate([jnp.zeros((window - 1,) + valid.shape[1:], bool), valid])
   before = lambda s: padded[window - s:window - s + n_pad]  # V[j + 1 − s] at step j
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
@@ -162,41 +163,39 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
         [before(s) for s in sig.s], [time_major(m) for m in matches],
         [None if g is None else jax.tree.map(time_major, g) for g in repl_gates])
 
-  def body(carry, x):
-    hs, cs = carry
+  def body(states, x):
+    last = tuple(a[0] for a in states)  # H[j − 1]
     gates, real, keep_ok, src_valid, match_j, repl_j = x
     real = _grid(real, rank)
     ok = {k: _sources(src_valid[k], 1 + k) & _grid(match_j[k], rank) for k in active}
-    sources = {k: _sources((hs[sig.s[k] - 1], cs[sig.s[k] - 1]), 1 + k) for k in active}
+    sources = {k: _sources(tuple(a[sig.s[k] - 1] for a in states), 1 + k) for k in active}
     # Round 1: keep x_j, and the first output token of every rewrite that is not a repetition.
     firsts = [k for k in active if sig.t[k] and not sig.repeats[k]]
-    out = _step_together(cell, [((hs[0], cs[0]), gates)]
+    out = _step_together(cell, [(last, gates)]
                          + [(sources[k], repl_j[k][:, 0]) for k in firsts], d)
-    kept, states = out[0], dict(zip(firsts, out[1:]))
+    kept, rewrites = out[0], dict(zip(firsts, out[1:]))
     for k in active:
       if sig.t[k] == 0:
-        states[k] = sources[k]  # a deletion
+        rewrites[k] = sources[k]  # a deletion
       elif sig.repeats[k]:  # (x_j, x_j, …): the first copy is the keep step from slots c − e_k
-        states[k] = _sources(kept, 1 + k)
+        rewrites[k] = _sources(kept, 1 + k)
     middles = []
     for l in range(1, max(sig.t, default=0)):
       going = [k for k in active if sig.t[k] > l]
       if not going:  # the long rewrites have budget 0 on this (reachable) grid
         break
-      middles += [(k, _land(states[k][0], 1 + k)) for k in going]
-      states.update(zip(going, _step_together(
-          cell, [(states[k], gates if sig.repeats[k] else repl_j[k][:, l]) for k in going], d)))
-    (h, c), done = kept, keep_ok
+      middles += [(k, _land(rewrites[k][0], 1 + k)) for k in going]
+      rewrites.update(zip(going, _step_together(
+          cell, [(rewrites[k], gates if sig.repeats[k] else repl_j[k][:, l]) for k in going], d)))
+    carry, done = kept, keep_ok
     for k in active:
-      new_h, new_c = _land(states[k], 1 + k)
-      new_ok = _land(ok[k], 1 + k)
-      h, _ = d.masked_join(h, done, new_h, new_ok)
-      c, _ = d.masked_join(c, done, new_c, new_ok)
+      new, new_ok = _land(rewrites[k], 1 + k), _land(ok[k], 1 + k)
+      carry = tuple(d.masked_join(a, done, b, new_ok)[0] for a, b in zip(carry, new))
       done = done | new_ok
-    h, c = (d.where(real[..., None], a, b[0]) for a, b in ((h, hs), (c, cs)))
+    carry = tuple(d.where(real[..., None], a, b) for a, b in zip(carry, last))
     push = lambda new, old: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), new, old)
-    emitted = [(h, done & real)] + sorted_middles(middles, ok, real)
-    return (push(h, hs), push(c, cs)), emitted
+    emitted = [(carry[0], done & real)] + sorted_middles(middles, ok, real)
+    return tuple(map(push, carry, states)), emitted
 
   def sorted_middles(middles, ok, real):
     """In the order of :func:`emission_offsets`: by k, then l."""
@@ -206,7 +205,7 @@ def positional_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
     return [e for k in active for e in by_k.get(k, [])]
 
   # Rematerialise the body in the backward pass, as the final-state DP does.
-  _, emitted = jax.lax.scan(jax.checkpoint(body), (zeros, zeros), xs)
+  _, emitted = jax.lax.scan(jax.checkpoint(body), carry0, xs)
   return emitted
 
 

@@ -37,7 +37,7 @@ from arc_jax.certify.api import (MAX_GRID_SLOTS, Certificate, CertifyResult,
                                  check_state, check_vocab, padded_labels)
 from arc_jax.certify.lstm_dp import replacement_gates
 from arc_jax.domain import Domain
-from arc_jax.nn.cells import LSTMCell
+from arc_jax.nn import recurrent
 from arc_jax.nn.models import LSTMClassifier
 from arc_jax.perturbation.plans import Plan, PlanBuilder, reachable_signature, reverse_plan
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES
@@ -76,33 +76,6 @@ def check_interval_space(space: Space | Signature) -> None:
                      "the others with the DP (ARC-A3T) or augment them.")
 
 
-def _interval_run(cell: LSTMCell, gates: iv.Value, lengths: jax.Array, domain: Domain
-                  ) -> tuple[iv.Value, iv.Value, iv.Value]:
-  """The interval LSTM over per-position gate boxes (B, N, 4H): boxes of the final state (B, H),
-  of the sum of the states (B, H) and of the state at every position (B, N, H), the run that
-  :meth:`LSTMClassifier.pool` pools.
-
-  Soundness: each step is the sound interval cell on boxes containing every concrete input and
-  state; padded positions keep the state (as the concrete ``LSTMClassifier._run``).
-  """
-  d = domain
-  batch, n_pad, _ = gates.shape
-  zeros = d.lift(jnp.zeros((batch, cell.hidden), gates.dtype))
-  time_major = lambda a: jnp.swapaxes(a, 0, 1)
-  real = time_major(jnp.arange(n_pad)[None, :] < lengths[:, None])[..., None]
-
-  def body(carry, inputs):
-    state, total = carry
-    g, r = inputs
-    new = cell.step(state, g, domain=d)
-    state = tuple(d.where(r, a, b) for a, b in zip(new, state))
-    return (state, d.where(r, d.add(total, state[0]), total)), state[0]
-
-  ((h, _), total), states = jax.lax.scan(body, ((zeros, zeros), zeros),
-                                         (jax.tree.map(time_major, gates), real))
-  return h, total, jax.tree.map(time_major, states)
-
-
 def interval_features(model: LSTMClassifier, space: Space | Signature, plan: Plan,
                       eps: jax.Array, domain: Domain = iv.SOUND) -> tuple[iv.Value, jax.Array]:
   """A3T's interval abstraction: (box (B, H_in), clean features (B, H_in)).
@@ -123,7 +96,7 @@ def interval_features(model: LSTMClassifier, space: Space | Signature, plan: Pla
         continue
       first = jax.tree.map(lambda a: a[:, :, 0], gates)
       box = domain.where(tp.match[..., None], domain.join(box, first), box)
-    runs.append(_interval_run(cell, box, p.lengths, domain))
+    runs.append(recurrent.run(cell, box, p.lengths, domain))
   return model.pool(runs, plan.lengths, domain), model.features(plan.token_ids, plan.lengths)
 
 

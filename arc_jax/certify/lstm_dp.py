@@ -1,8 +1,10 @@
-"""The ARC memoizing DP for LSTMs and Bi-LSTMs (docs/ALGORITHM.md §2, paper §4).
+"""The ARC memoizing DP for the sequence classifiers: LSTMs, Bi-LSTMs and the same models around
+another recurrent cell (docs/ALGORITHM.md §2, paper §4).
 
-For a sentence x_1..x_n and a space S = {(T_k, δ_k)}, H[j, c] over-approximates the LSTM states
-(h, c) of every string obtained from the prefix x_1..x_j by applying *exactly* c_k copies of each
-T_k (tight semantics). With H[0, 0] = (h0, c0) and every other H[0, c] = ⊥:
+For a sentence x_1..x_n and a space S = {(T_k, δ_k)}, H[j, c] over-approximates the cell's carry
+((h, c) for the LSTM, (h,) for the GRU) of every string obtained from the prefix x_1..x_j by
+applying *exactly* c_k copies of each T_k (tight semantics). With H[0, 0] the zero carry and
+every other H[0, c] = ⊥:
 
     H[j, c] = cell(x_j, H[j-1, c])
               ⊔  ⊔_{k : c_k ≥ 1, φ_k(x_{j-s_k+1..j})}  cell^{t_k}(α_{k,1}, …, α_{k,t_k}; H[j-s_k, c-e_k])
@@ -12,8 +14,8 @@ embeddings before the ReLU, optionally shrunk towards the original token by ε),
 identity (a deletion).
 
 Soundness (induction on j): a string in the set of H[j, c] either leaves x_j untouched (then its
-prefix before x_j is in the set of H[j-1, c] and the LSTM step is sound for boxes) or ends with a
-replacement r of T_k applied at the window ending at j (then its prefix is in the set of
+prefix before x_j is in the set of H[j-1, c] and the cell step is sound in the domain) or ends
+with a replacement r of T_k applied at the window ending at j (then its prefix is in the set of
 H[j-s_k, c-e_k], and feeding r_1..r_{t_k}, each inside α_{k,l}, is covered by t_k sound steps).
 Windows are non-overlapping because the source state is indexed before the window.
 
@@ -37,8 +39,8 @@ import numpy as np
 
 from arc_jax import interval as iv
 from arc_jax.domain import Domain, concatenate, lift_input
-from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.models import LSTMClassifier
+from arc_jax.nn.recurrent import RecurrentCell, initial_carry
 from arc_jax.perturbation.plans import Plan, plan_word_ids, reverse_plan
 from arc_jax.perturbation.spaces import Signature
 
@@ -92,11 +94,11 @@ def word_pre_activations(model: LSTMClassifier, plan: Plan, sig: Signature,
   return lookup
 
 
-def replacement_gates(model: LSTMClassifier, cell: LSTMCell, plan: Plan, sig: Signature,
+def replacement_gates(model: LSTMClassifier, cell: RecurrentCell, plan: Plan, sig: Signature,
                       eps: jax.Array, domain: Domain = iv.SOUND,
                       words: Callable[[jax.Array], iv.Value] | None = None
                       ) -> list[iv.Value | None]:
-  """Input-gate boxes of every replacement place: per k a value (B, N, t_k, 4H) of ``domain``,
+  """Input-gate boxes of every replacement place: per k a value (B, N, t_k, G) of ``domain``,
   or None for a deletion (t_k = 0) and for a repetition (``sig.repeats``: every copy is the
   window token itself, so the DPs feed its own input gates and nothing is built here).
 
@@ -150,18 +152,18 @@ def _join_landing(domain: Domain, values: list, valid: jax.Array, news: list,
   return out, jnp.concatenate([first(valid), landing_valid | news_valid], axis)
 
 
-def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
+def memoizing_scan(cell: RecurrentCell, sig: Signature, point_gates: iv.Value,
                    repl_gates: list[iv.Value | None], matches: list[jax.Array],
                    lengths: jax.Array, track_sums: bool, keeps: jax.Array | None = None,
                    domain: Domain = iv.SOUND):
   """Runs the DP over all positions for one direction.
 
   Args:
-    cell: the LSTM cell.
+    cell: the recurrent cell.
     sig: s_k, t_k, δ_k of the space (static).
-    point_gates: (B, N, 4H), input gates of the original tokens (in the sound interval domain,
+    point_gates: (B, N, G), input gates of the original tokens (in the sound interval domain,
       boxes a few rounding errors wide: every concrete evaluation of them lies inside).
-    repl_gates: per k, (B, N, t_k, 4H), or None for t_k = 0 and for repetitions.
+    repl_gates: per k, (B, N, t_k, G), or None for t_k = 0 and for repetitions.
     matches: per k, bool (B, N): φ_k holds for the window ending at j.
     lengths: (B,).
     track_sums: also carry, per slot, the box of the sum of h over the emitted positions
@@ -170,8 +172,8 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
     domain: the abstract domain of the states (static).
 
   Returns:
-    (state, valid, sums): the final H[n, ·] as a pair (h, c) of abstract values of shape
-    (B, δ_1+1, …, δ_m+1, H), its validity (B, δ_1+1, …), and the sums box (or None).
+    (carry, valid, sums): the final H[n, ·], the cell's carry (a tuple of abstract values of
+    shape (B, δ_1+1, …, δ_m+1, H), h first), its validity (B, δ_1+1, …), and the sums box (or None).
   """
   d = domain
   batch, n_pad, _ = point_gates.shape
@@ -182,7 +184,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
   zeros = jnp.zeros((window, batch) + dims + (hidden,), point_gates.dtype)
   valid0 = jnp.zeros((window, batch) + dims, bool).at[(0, slice(None)) + (0,) * rank].set(True)
   box0 = d.lift(zeros)
-  carry0 = ((box0, box0), valid0, box0 if track_sums else None)
+  carry0 = (initial_carry(cell, box0), valid0, box0 if track_sums else None)
 
   time_major = lambda a: jnp.swapaxes(a, 0, 1)
   keeps = jnp.ones((batch, n_pad), bool) if keeps is None else keeps
@@ -192,15 +194,17 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
         [None if g is None else jax.tree.map(time_major, g) for g in repl_gates])
 
   def body(carry, x):
-    (hs, cs), valid, sums = carry
+    states, valid, sums = carry  # each carried value and the validity hold a window of H[j − i]
+    last = tuple(a[0] for a in states)  # H[j − 1]
+    before = lambda s: tuple(a[s - 1] for a in states)  # H[j − s]
     gates, real, keep_j, match_j, repl_j = x
     # Branch "keep x_j", then one branch per transformation: the source grid (for T_k the slots
     # c − e_k of H[j − s_k], i.e. all but the last slot along axis k), its validity, running
     # sums, the input-gate boxes of the steps to feed, and the grid axis of k.
-    # W_hh h + b_hh of every H[j-1, c], once: the keep step reads all of them and the first step
-    # of every window-1 replacement (Sub) reads the slots c − e_k among them.
-    shared = cell.recurrent(hs[0], d)
-    keep = ((hs[0], cs[0]), valid[0] & _grid_broadcast(keep_j, rank),
+    # The recurrent map of every H[j-1, c], once: the keep step reads all of them and the first
+    # step of every window-1 replacement (Sub) reads the slots c − e_k among them.
+    shared = cell.recurrent(last[0], d)
+    keep = (last, valid[0] & _grid_broadcast(keep_j, rank),
             sums[0] if track_sums else None, [gates], None, shared)
     branches, repeats = [keep], []
     for k, (s, t) in enumerate(zip(sig.s, sig.t)):
@@ -214,7 +218,7 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
         repeats.append((head, ok, [gates] * (t - 1), 1 + k))
         continue
       steps = [repl_j[k][:, l] for l in range(t)]
-      src = jax.tree.map(head, (hs[s - 1], cs[s - 1]))
+      src = jax.tree.map(head, before(s))
       total = jax.tree.map(head, sums[s - 1]) if track_sums else None
       recurrent = jax.tree.map(head, shared) if s == 1 and t > 0 else None
       branches.append((src, ok, total, steps, 1 + k, recurrent))
@@ -228,17 +232,18 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
       outputs += _run_steps(cell, [(b[0], b[2], b[3], None) for b in branches[-len(repeats):]],
                             track_sums, d, materialise=True)
     # The keep branch covers the whole grid; T_k's results land in the slots c with c_k ≥ 1.
-    ((h, c), total), ok = kept, branches[0][1]
-    values = [h, c] + ([total] if track_sums else [])
-    for (_, b_ok, _, _, axis, _), ((b_h, b_c), b_total) in zip(branches[1:], outputs[1:]):
-      news = [b_h, b_c] + ([b_total] if track_sums else [])
+    (state, total), ok = kept, branches[0][1]
+    size = len(state)
+    values = list(state) + ([total] if track_sums else [])
+    for (_, b_ok, _, _, axis, _), (b_state, b_total) in zip(branches[1:], outputs[1:]):
+      news = list(b_state) + ([b_total] if track_sums else [])
       values, ok = _join_landing(d, values, ok, news, b_ok, axis)
-    state, total = tuple(values[:2]), (values[2] if track_sums else None)
+    state, total = tuple(values[:size]), (values[size] if track_sums else None)
     keep = _grid_broadcast(real, rank)
-    state = tuple(d.where(keep[..., None], a, b) for a, b in zip(state, (hs[0], cs[0])))
+    state = tuple(d.where(keep[..., None], a, b) for a, b in zip(state, last))
     ok = jnp.where(keep, ok, valid[0])
     push = lambda new, old: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), new, old)
-    new_carry = ((push(state[0], hs), push(state[1], cs)), push(ok, valid), None)
+    new_carry = (tuple(map(push, state, states)), push(ok, valid), None)
     if track_sums:
       total = d.where(keep[..., None], total, sums[0])
       new_carry = new_carry[:2] + (push(total, sums),)
@@ -254,20 +259,19 @@ def memoizing_scan(cell: LSTMCell, sig: Signature, point_gates: iv.Value,
 
   # Rematerialise the body in the backward pass instead of storing every step's intermediates:
   # 2.3-2.8x faster ARC training steps on CPU (memory traffic, not FLOPs, bounds this DP).
-  ((hs, cs), valid, sums), _ = jax.lax.scan(jax.checkpoint(step), carry0,
-                                            (jnp.arange(n_pad), xs))
-  return (hs[0], cs[0]), valid[0], (sums[0] if track_sums else None)
+  (states, valid, sums), _ = jax.lax.scan(jax.checkpoint(step), carry0, (jnp.arange(n_pad), xs))
+  return tuple(a[0] for a in states), valid[0], (sums[0] if track_sums else None)
 
 
-def _run_steps(cell: LSTMCell, branches, track_sums: bool, domain: Domain,
+def _run_steps(cell: RecurrentCell, branches, track_sums: bool, domain: Domain,
                materialise: bool = False):
   """Feeds each branch's input boxes to its source states.
 
   Args:
-    branches: list of ((h, c), sums, steps, recurrent): grid-shaped abstract states (B, *g, H)
-      (each branch its own grid g), their running sums (or None), the list of gate boxes
-      (B, 4H) to feed in order (empty for a deletion), and the recurrent pre-activations
-      ``cell.recurrent(h)`` (B, *g, 4H) of the sources when already computed (else None).
+    branches: list of (carry, sums, steps, recurrent): grid-shaped abstract carries, each value
+      (B, *g, H) (each branch its own grid g), their running sums (or None), the list of gate
+      boxes (B, G) to feed in order (empty for a deletion), and the recurrent pre-activations
+      ``cell.recurrent(h)`` (B, *g, G) of the sources when already computed (else None).
     materialise: compute each new state once and store it (an optimisation barrier). Where a
       repetition's second copy reads the keep step's states, XLA otherwise fuses the cell's
       elementwise rest into every consumer (the joins, the next product's operands) and
@@ -275,7 +279,7 @@ def _run_steps(cell: LSTMCell, branches, track_sums: bool, domain: Domain,
       without repetitions it gained nothing.
 
   Returns:
-    list of ((h, c), sums) per branch after all its steps. At step l the recurrent products
+    list of (carry, sums) per branch after all its steps. At step l the recurrent products
     not computed before run as one matmul over the concatenated slots of the live branches; the
     elementwise rest of the cell runs per branch (it gains nothing from concatenation, which
     would copy every operand).
@@ -296,13 +300,13 @@ def _run_steps(cell: LSTMCell, branches, track_sums: bool, domain: Domain,
       for i, shape, a, b in zip(missing, shapes, offsets[:-1], offsets[1:]):
         known[i] = products[:, a:b].reshape(shape[:-1] + (products.shape[-1],))
     for i in live:
-      (h, c), total = out[i]
+      carry, total = out[i]
       gates = branches[i][2][l]
-      gates = jax.tree.map(lambda a: _grid_broadcast(a, len(h.shape) - 2), gates)
-      new_h, new_c = cell.step((h, c), gates, known[i], domain)
+      gates = jax.tree.map(lambda a: _grid_broadcast(a, len(carry[0].shape) - 2), gates)
+      new = cell.step(carry, gates, known[i], domain)
       if materialise:
-        new_h, new_c = jax.lax.optimization_barrier((new_h, new_c))
-      out[i] = ((new_h, new_c), domain.add(total, new_h) if track_sums else None)
+        new = jax.lax.optimization_barrier(new)
+      out[i] = (new, domain.add(total, new[0]) if track_sums else None)
   return out
 
 
@@ -358,7 +362,7 @@ def certified_features(model: LSTMClassifier, sig: Signature, plan: Plan, eps: j
   boxes, cleans = [], []
   for cell, p in zip(model.cells, plans):
     z = domain.monotone(jax.nn.relu, words(p.token_ids))
-    (h, _), valid, sums = memoizing_scan(
+    (h, *_), valid, sums = memoizing_scan(
         cell, sig, cell.input_gates(z, domain),
         replacement_gates(model, cell, p, sig, eps, domain, words),
         [tp.match for tp in p.transformations], p.lengths, track_sums=model.pooling == "mean",

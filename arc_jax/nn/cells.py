@@ -14,6 +14,7 @@ from flax import nnx
 
 from arc_jax import interval as iv
 from arc_jax.domain import Domain
+from arc_jax.nn.recurrent import register_cell
 
 Value = iv.Value
 
@@ -59,8 +60,10 @@ class Projection(nnx.Module):
     return domain.monotone(jax.nn.relu, self.linear(x, domain))
 
 
+@register_cell("lstm")
 class LSTMCell(nnx.Module):
-  """LSTM cell with the original's gate layout ``[i | f | o | g]`` and two biases.
+  """LSTM cell with the original's gate layout ``[i | f | o | g]`` and two biases; carry (h, c)
+  (:class:`~arc_jax.nn.recurrent.RecurrentCell`).
 
   i, f, o = σ(·), g = tanh(·) of ``W_ih x + b_ih + W_hh h + b_hh``; c' = f·c + i·g; h' = o·tanh(c').
   Each step is sound for intervals because it composes sound rules: affine maps, monotone
@@ -69,6 +72,8 @@ class LSTMCell(nnx.Module):
   The step is split into :meth:`input_gates` (depends on the input only, so the DP computes it
   for every position and replacement in one batched matmul outside its scan) and :meth:`step`.
   """
+
+  carry_size = 2
 
   def __init__(self, in_features: int, hidden: int, *, rngs: nnx.Rngs, param_dtype=jnp.float32):
     self.hidden = hidden

@@ -24,7 +24,8 @@ from flax import nnx
 
 from arc_jax import interval as iv
 from arc_jax.domain import Domain, concatenate
-from arc_jax.nn.cells import Dense, LSTMCell, Projection, dropout
+from arc_jax.nn import recurrent
+from arc_jax.nn.cells import Dense, Projection, dropout
 from arc_jax.nn.distinct import per_distinct_id
 from arc_jax.padding import reverse_padded
 
@@ -46,11 +47,11 @@ def check_param_dtype(param_dtype) -> None:
 
 
 class LSTMClassifier(nnx.Module):
-  """(Bi-)LSTM classifier.
+  """(Bi-)LSTM classifier, or the same classifier around another registered recurrent cell.
 
   Args:
     embeddings: (V, E) word vectors; row 0 is padding.
-    hidden: LSTM state size (100 in the paper).
+    hidden: state size of the cell (100 in the paper).
     projection: size of the input projection (100).
     head_hidden: size of the hidden layer of the head (100).
     num_classes: K.
@@ -59,22 +60,25 @@ class LSTMClassifier(nnx.Module):
       ``"attention"`` (attention-weighted sum of the states; certified by
       :mod:`arc_jax.certify.attention_dp`).
     dropout_rate: dropout before each head layer (0.2 in the paper's runs).
+    cell: the recurrent cell, a name of :data:`arc_jax.nn.recurrent.CELLS` (``"lstm"``, the
+      paper's; ``"gru"``).
     rngs: parameter initialisation.
     param_dtype: dtype of the parameters and embeddings (float64 in soundness tests).
   """
 
   def __init__(self, embeddings: np.ndarray, *, hidden: int = 100, projection: int = 100,
                head_hidden: int = 100, num_classes: int = 2, bidirectional: bool = False,
-               pooling: str = "final", dropout_rate: float = 0.2, rngs: nnx.Rngs,
-               param_dtype=jnp.float32):
+               pooling: str = "final", dropout_rate: float = 0.2, cell: str = "lstm",
+               rngs: nnx.Rngs, param_dtype=jnp.float32):
     check_param_dtype(param_dtype)
     if pooling not in POOLINGS:
       raise ValueError(f"Unknown pooling {pooling!r}; choose one of {POOLINGS}.")
     kw = dict(rngs=rngs, param_dtype=param_dtype)
     self.embeddings = FrozenEmbedding(jnp.asarray(embeddings, param_dtype))
     self.projection = Projection(embeddings.shape[1], projection, **kw)
-    self.forward_cell = LSTMCell(projection, hidden, **kw)
-    self.backward_cell = LSTMCell(projection, hidden, **kw) if bidirectional else None
+    self.forward_cell = recurrent.make_cell(cell, projection, hidden, **kw)
+    self.backward_cell = (recurrent.make_cell(cell, projection, hidden, **kw) if bidirectional
+                          else None)
     features = hidden * (2 if bidirectional else 1)
     self.attention = Dense(features, 1, **kw) if pooling == "attention" else None
     self.head_hidden = Dense(features, head_hidden, **kw)
@@ -84,9 +88,10 @@ class LSTMClassifier(nnx.Module):
     self.bidirectional = bidirectional
     self.pooling = pooling
     self.dropout_rate = dropout_rate
+    self.cell = cell
 
   @property
-  def cells(self) -> tuple[LSTMCell, ...]:
+  def cells(self) -> tuple[recurrent.RecurrentCell, ...]:
     return (self.forward_cell,) + ((self.backward_cell,) if self.bidirectional else ())
 
   def embed(self, token_ids: jax.Array) -> jax.Array:
@@ -131,7 +136,7 @@ class LSTMClassifier(nnx.Module):
     return self._aligned(self._runs(self._word_gates(token_ids), lengths), lengths)
 
   def _input_gates(self, embedded: jax.Array) -> tuple[jax.Array, ...]:
-    """Each direction's input gates (B, N, 4H) of embedded words (B, N, E)."""
+    """Each direction's input gates (B, N, G) of embedded words (B, N, E)."""
     z = self.projection(embedded)
     return tuple(cell.input_gates(z) for cell in self.cells)
 
@@ -141,7 +146,7 @@ class LSTMClassifier(nnx.Module):
     return per_distinct_id(lambda ids: self._input_gates(self.embed(ids[None])), token_ids)
 
   def _pooled(self, gates: tuple[jax.Array, ...], lengths: jax.Array) -> jax.Array:
-    """Pooled features (B, H_in) from each direction's input gates (B, N, 4H)."""
+    """Pooled features (B, H_in) from each direction's input gates (B, N, G)."""
     return self.pool(self._runs(gates, lengths), lengths)
 
   def pool(self, runs, lengths: jax.Array, domain: Domain = iv.SOUND) -> iv.Value:
@@ -167,10 +172,10 @@ class LSTMClassifier(nnx.Module):
 
   def _runs(self, gates: tuple[jax.Array, ...], lengths: jax.Array
             ) -> list[tuple[jax.Array, ...]]:
-    """:meth:`_run` of each direction on its input gates (B, N, 4H) (the backward direction's
-    reversed within each sentence)."""
+    """:func:`~arc_jax.nn.recurrent.run` of each direction's cell on its input gates (B, N, G)
+    (the backward direction's reversed within each sentence)."""
     directions = [gates[0]] + [reverse_padded(g, lengths) for g in gates[1:]]
-    return [self._run(cell, g, lengths) for cell, g in zip(self.cells, directions)]
+    return [recurrent.run(cell, g, lengths) for cell, g in zip(self.cells, directions)]
 
   @staticmethod
   def _aligned(runs, lengths: jax.Array) -> iv.Value:
@@ -184,25 +189,6 @@ class LSTMClassifier(nnx.Module):
     """Attention pooling of per-position states (..., P, H_in) where ``mask`` (..., P) is set."""
     scores = jax.tree.map(lambda a: a[..., 0], self.attention(states, domain))
     return domain.softmax_weighted_sum(scores, states, mask)
-
-  def _run(self, cell: LSTMCell, gates: jax.Array, lengths: jax.Array
-           ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Final state (B, H), sum of the states (B, H) and the state at every position (B, N, H),
-    from the input gates (B, N, 4H)."""
-    batch, n_pad, _ = gates.shape
-    gates = jnp.swapaxes(gates, 0, 1)  # (N, B, 4H)
-    real = jnp.arange(n_pad)[:, None, None] < lengths[None, :, None]
-    zeros = jnp.zeros((batch, self.hidden), gates.dtype)
-
-    def body(carry, inputs):
-      state, total = carry
-      g, r = inputs
-      new = cell.step(state, g)
-      state = tuple(jnp.where(r, a, b) for a, b in zip(new, state))
-      return (state, total + jnp.where(r, state[0], 0.0)), state[0]
-
-    ((h, _), total), states = jax.lax.scan(body, ((zeros, zeros), zeros), (gates, real))
-    return h, total, jnp.swapaxes(states, 0, 1)
 
   def __call__(self, token_ids: jax.Array, lengths: jax.Array,
                dropout_key: jax.Array | None = None) -> jax.Array:

@@ -79,6 +79,8 @@ FIELD_HELP = {
     "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
                "ones that register transformations for config.space (register_transformation)",
     "bidirectional": "Bi-LSTM instead of LSTM",
+    "cell": "the recurrent cell of model=lstm: lstm (the paper's) or gru, or a cell a plugin "
+            "registers (arc_jax.nn.register_cell)",
     "pooling": "how the LSTM states become the features: final, mean, attention (the last "
                "state, the mean over positions, attention over positions)",
     "hidden": "LSTM (Tree-LSTM) hidden units",
@@ -172,6 +174,7 @@ def default_config() -> ml_collections.ConfigDict:
 
   # Model (arc_jax.nn.LSTMClassifier; the Tree-LSTM uses hidden and dropout_rate only).
   c.bidirectional = False
+  c.cell = "lstm"  # the recurrent cell (arc_jax.nn.recurrent.CELLS)
   c.pooling = "final"
   c.hidden = 100
   c.projection = 100
@@ -308,6 +311,7 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
   """
   # pylint: disable=import-outside-toplevel  (they need JAX; reading a config does not)
   from arc_jax.data.synonyms import SYNONYM_FILES
+  from arc_jax.nn import CELLS
   from arc_jax.nn.models import POOLINGS
   from arc_jax.perturbation import parse_space
   from arc_jax.train.families import FAMILIES
@@ -363,6 +367,8 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
   if config.synonyms not in SYNONYM_FILES:
     raise ConfigError(f"config.synonyms={config.synonyms!r} is unknown; choose one of "
                       f"{sorted(SYNONYM_FILES)}.")
+  if config.model == "lstm" and config.cell not in CELLS:
+    raise ConfigError(f"config.cell={config.cell!r} is unknown; choose one of {sorted(CELLS)}.")
   if config.model == "lstm" and config.pooling not in POOLINGS:
     raise ConfigError(f"config.pooling={config.pooling!r} is unknown; choose one of "
                       f"{list(POOLINGS)}.")

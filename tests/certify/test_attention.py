@@ -163,15 +163,17 @@ def assert_states_in_slot_boxes(model, space, sentence):
 def random_model_cases(max_examples):
   """Hypothesis over random models, spaces and sentences: every string's state in its slot's
   box, and every string's logits inside the certified bounds."""
-  @pytest.mark.parametrize("bidirectional", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lstm", "bilstm"])
+  @pytest.mark.parametrize("bidirectional,cell", [
+      (False, "lstm"), pytest.param(True, "lstm", marks=pytest.mark.slow), (True, "gru")],
+      ids=["lstm", "bilstm", "bigru"])
   @settings(max_examples=max_examples, deadline=None,
             suppress_health_check=[HealthCheck.too_slow])
   @given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 6]),
          weight_scale=st.sampled_from([1.0, 4.0]), space=spaces(),
          sentences=st.lists(sentence_st, min_size=1, max_size=3))
-  def test(bidirectional, seed, hidden, weight_scale, space, sentences):
+  def test(bidirectional, cell, seed, hidden, weight_scale, space, sentences):
     assume(sum(space.count(s) for s in sentences) <= 1500)
-    model = make_model(seed, hidden, weight_scale, bidirectional, "attention")
+    model = make_model(seed, hidden, weight_scale, bidirectional, "attention", cell=cell)
     assert_states_in_slot_boxes(model, space, sentences[0])
     assert_sound(model, space, sentences)
 

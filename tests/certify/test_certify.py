@@ -1,4 +1,4 @@
-"""Soundness, exactness and tightness of the ARC DP and certify_fn (LSTM and Bi-LSTM).
+"""Soundness, exactness and tightness of the ARC DP and certify_fn (LSTM, Bi-LSTM and GRU).
 
 The central property: for random small models, vocabularies, sentences and spaces, the concrete
 logits of *every* string that ``Space.enumerate`` produces lie inside the certified bounds.
@@ -41,12 +41,13 @@ KINDS = ["Del", "Ins", "Sub", "Trans1", "Trans2", "Trans3", "Trans4", "Swap"]
 TOL = 1e-9
 
 
-def make_model(seed, hidden, weight_scale, bidirectional, pooling="final", num_classes=2):
+def make_model(seed, hidden, weight_scale, bidirectional, pooling="final", num_classes=2,
+               cell="lstm"):
   rng = np.random.default_rng(seed)
   emb = rng.normal(size=(len(WORDS), 4))
   model = LSTMClassifier(emb, hidden=hidden, projection=3, head_hidden=3, num_classes=num_classes,
                          bidirectional=bidirectional, pooling=pooling, dropout_rate=0.0,
-                         rngs=nnx.Rngs(seed), param_dtype=jnp.float64)
+                         cell=cell, rngs=nnx.Rngs(seed), param_dtype=jnp.float64)
   graphdef, state = nnx.split(model)
   state = jax.tree.map(lambda p: p * weight_scale, state)
   return nnx.merge(graphdef, state)
@@ -128,25 +129,28 @@ def spaces(draw):
   return parse_space(spec, synonyms=synonyms, custom={"Swap": SWAP})
 
 
-@pytest.mark.parametrize("bidirectional", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lstm", "bilstm"])
+@pytest.mark.parametrize("bidirectional,cell", [
+    (False, "lstm"), pytest.param(True, "lstm", marks=pytest.mark.slow), (False, "gru"),
+    pytest.param(True, "gru", marks=pytest.mark.slow)], ids=["lstm", "bilstm", "gru", "bigru"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), hidden=st.sampled_from([2, 8]),
        weight_scale=st.sampled_from([1.0, 4.0]), space=spaces(),
        sentences=st.lists(sentence_st, min_size=1, max_size=3))
-def test_every_enumerated_string_is_inside_the_bounds(bidirectional, seed, hidden, weight_scale,
-                                                      space, sentences):
+def test_every_enumerated_string_is_inside_the_bounds(bidirectional, cell, seed, hidden,
+                                                      weight_scale, space, sentences):
   assume(sum(space.count(s) for s in sentences) <= 1500)
-  model = make_model(seed, hidden, weight_scale, bidirectional)
+  model = make_model(seed, hidden, weight_scale, bidirectional, cell=cell)
   assert_sound(model, space, sentences)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), bidirectional=st.booleans(), space=spaces(),
+@given(seed=st.integers(0, 10_000), bidirectional=st.booleans(),
+       cell=st.sampled_from(["lstm", "gru"]), space=spaces(),
        sentences=st.lists(sentence_st, min_size=1, max_size=2))
-def test_mean_pooling_is_sound_for_every_space(seed, bidirectional, space, sentences):
+def test_mean_pooling_is_sound_for_every_space(seed, bidirectional, cell, space, sentences):
   """Per-slot running sums divided by the slot's exact output length (any s→t)."""
   assume(sum(space.count(s) for s in sentences) <= 1500)
-  model = make_model(seed, 4, 2.0, bidirectional, pooling="mean")
+  model = make_model(seed, 4, 2.0, bidirectional, pooling="mean", cell=cell)
   assert_sound(model, space, sentences)
 
 

@@ -47,8 +47,10 @@ def x64():
 
 WORDS = ("a", "the", "of", "good", "bad", "movie", "film", "!", "x", "y")
 VOCAB = {w: i for i, w in enumerate(("<pad>",) + WORDS)}
-SEQUENCE_FAMILIES = ("lstm", "bilstm", "mean", "bilstm_mean", "attention", "bilstm_attention")
-"""Every direction × pooling of :class:`LSTMClassifier` (``bilstm_<pooling>``; final by default)."""
+SEQUENCE_FAMILIES = ("lstm", "bilstm", "mean", "bilstm_mean", "attention", "bilstm_attention",
+                     "gru", "bigru_mean", "gru_attention")
+"""Every direction × pooling of :class:`LSTMClassifier` (``bilstm_<pooling>``; final by default),
+and the GRU cell in each pooling (``[bi]gru[_<pooling>]``)."""
 FAMILIES = SEQUENCE_FAMILIES + ("tree_after_cell", "tree_before_cell")
 ABSTRACTIONS = ("dp", "interval")
 """How :func:`certify_split` abstracts S_abs on the members of S_aug (ARC-A3T, A3T)."""
@@ -75,11 +77,12 @@ def random_model(rng, family, dtype, scale, saturate):
                                                       dropout_rate=0.0, rngs=nnx.Rngs(0),
                                                       param_dtype=dtype))
   else:
-    pooling = family.removeprefix("bilstm").strip("_")
+    pooling = family.split("_")[-1]
     model = nnx.eval_shape(lambda: LSTMClassifier(
         emb, hidden=4, projection=3, head_hidden=3, num_classes=3,
-        bidirectional=family.startswith("bilstm"),
+        bidirectional=family.startswith("bi"),
         pooling=pooling if pooling in ("mean", "attention") else "final",
+        cell="gru" if "gru" in family else "lstm",
         dropout_rate=0.0, rngs=nnx.Rngs(0), param_dtype=dtype))
   graphdef, state = nnx.split(model)
 

@@ -198,10 +198,11 @@ def test_help_texts_written_out_name_every_registered_choice():
   JAX) name every entry."""
   from arc_jax.cli.evaluate import METRICS_HELP
   from arc_jax.metrics import METRICS
+  from arc_jax.nn import CELLS
   from arc_jax.nn.models import POOLINGS
   from arc_jax.train import METHODS
   for text, names in ((FIELD_HELP["method"], METHODS), (FIELD_HELP["pooling"], POOLINGS),
-                      (METRICS_HELP, METRICS)):
+                      (FIELD_HELP["cell"], CELLS), (METRICS_HELP, METRICS)):
     assert all(re.search(rf"\b{name}\b", text) for name in names), (text, names)
 
 

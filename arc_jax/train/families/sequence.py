@@ -63,7 +63,7 @@ def make_model(config: ml_collections.ConfigDict, data: ExperimentData) -> LSTMC
   return LSTMClassifier(data.embeddings, hidden=config.hidden, projection=config.projection,
                         head_hidden=config.head_hidden, bidirectional=config.bidirectional,
                         pooling=config.pooling, dropout_rate=config.dropout_rate,
-                        rngs=nnx.Rngs(config.seed))
+                        cell=config.cell, rngs=nnx.Rngs(config.seed))
 
 
 def examples(split: TextSplit) -> tuple[list, np.ndarray]:
