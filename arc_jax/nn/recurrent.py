@@ -2,12 +2,14 @@
 cell over a padded batch.
 
 A cell (:class:`RecurrentCell`) carries a tuple of ``carry_size`` values, each (..., H), whose
-first is the output state h; it splits its step into an input affine map (:meth:`input_gates`,
-batched by the DPs over every position and replacement outside their scans), a recurrent affine
-map of h (:meth:`recurrent`, shared by every branch of a DP step that reads the same source) and
-the rest (:meth:`step`). The LSTM (:class:`arc_jax.nn.cells.LSTMCell`, carry (h, c)) and the GRU
-(:class:`arc_jax.nn.gru.GRUCell`, carry (h,)) are the registered cells (:data:`CELLS`); a new
-cell is one module that calls :func:`register_cell`, with the DPs' soundness tests run on it.
+first is the output state h. It splits its step into an input affine map
+(:meth:`RecurrentCell.input_gates`, batched by the DPs over every position and replacement
+outside their scans), a recurrent affine map of h (:meth:`RecurrentCell.recurrent`, shared by
+every branch of a DP step that reads the same source) and the rest
+(:meth:`RecurrentCell.step`). The LSTM (:class:`arc_jax.nn.cells.LSTMCell`, carry (h, c)) and
+the GRU (:class:`arc_jax.nn.gru.GRUCell`, carry (h,)) are the registered cells (:data:`CELLS`);
+a new cell is one module that calls :func:`register_cell`, with the DPs' soundness tests run on
+it.
 
 The memoizing DPs (:mod:`arc_jax.certify.lstm_dp`, :mod:`arc_jax.certify.attention_dp`) step
 cells through this interface only, so a cell's step is sound in a domain exactly when it composes
