@@ -289,7 +289,8 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
   ``verify(graphdef, state, space, ...)`` and ``rows=`` still work, with a DeprecationWarning.
 
   Args:
-    model: an :class:`~arc_jax.nn.LSTMClassifier` (LSTM or Bi-LSTM, any pooling).
+    model: an :class:`~arc_jax.nn.LSTMClassifier` (LSTM or Bi-LSTM, any pooling, any registered
+      recurrent cell).
     space: the perturbation space; restricted to ``vocab`` here.
     sentences: n token lists; every token in ``vocab``.
     labels: int (n,).

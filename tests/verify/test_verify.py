@@ -115,11 +115,11 @@ def test_dp_bounds_every_member_of_a_subspace(tokens, spec, picks, seed, bidirec
 
 
 def check_verify_equals_enumeration(seed, spec, window_rule, bidirectional, blocks=1,
-                                    pooling="final", **stages):
+                                    pooling="final", cell="lstm", **stages):
   space = space_of(spec)
   rng = np.random.default_rng(seed)
   sents = [tuple(rng.choice(SMALL_WORDS, size=rng.integers(1, 8))) for _ in range(8)]
-  model = make_model(seed, 3, 4.0, bidirectional, pooling=pooling)
+  model = make_model(seed, 3, 4.0, bidirectional, pooling=pooling, cell=cell)
   labels = concrete_logits(model, sents).argmax(-1)
   labels[0] = 1 - labels[0]  # one wrong clean prediction
   graphdef, state = nnx.split(model)
@@ -172,6 +172,11 @@ def test_verify_with_every_stage_equals_enumeration():
     pytest.param("attention", False, marks=pytest.mark.slow)])
 def test_verify_equals_enumeration_for_every_pooling(pooling, bidirectional):
   check_verify_equals_enumeration(3, SPECS[0], "last", bidirectional, pooling=pooling)
+
+
+def test_verify_equals_enumeration_for_another_recurrent_cell():
+  """verify runs the DP and the concrete pass of the model's own cell: a Bi-GRU with attention."""
+  check_verify_equals_enumeration(3, SPECS[0], "last", True, pooling="attention", cell="gru")
 
 
 @pytest.mark.slow
