@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SST2_TRAIN = [
@@ -83,6 +84,23 @@ def write_data_root(root: Path) -> Path:
   write_gzip_lines(root / "synonyms" / "counterfitting_ppdb2_synonyms.txt.gz", PPDB_PAIRS)
   (root / "stopwords.txt").write_text("a\nand\nthe\nof\nto\n", encoding="utf-8")
   return root
+
+
+def use_random_sst2(tmp_path: Path, monkeypatch) -> list[tuple[str, int]]:
+  """A fake data root in ``tmp_path / "root"`` whose SST-2 splits are 16 random 3-word
+  sentences (dev: the first 8, test: the first 8), used through ``$ARC_DATA_DIR`` with a cache of
+  its own; returns the (sentence, label) rows."""
+  root = write_data_root(tmp_path / "root")
+  rng = np.random.default_rng(0)
+  words = ("the", "good", "bad", "film", "a", "movie")
+  rows = [(" ".join(rng.choice(words, size=3)), int(rng.integers(2))) for _ in range(16)]
+  tsv = ["sentence\tlabel"] + [f"{s} \t{l}" for s, l in rows]
+  write_gzip_lines(root / "sst2" / "train.tsv.gz", tsv)
+  write_gzip_lines(root / "sst2" / "dev.tsv.gz", tsv[:9])
+  (root / "sst2" / "test.txt").write_text("\n".join(f"{l} {s}" for s, l in rows[:8]))
+  monkeypatch.setenv("ARC_DATA_DIR", str(root))
+  monkeypatch.setenv("ARC_CACHE_DIR", str(tmp_path / "cache"))
+  return rows
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import write_data_root, write_gzip_lines  # noqa: E402
+from fake_data_root import use_random_sst2  # noqa: E402
 
 from arc_jax import load_run
 from arc_jax.certify import certify
@@ -16,16 +16,7 @@ from arc_jax.train import default_config, train_and_evaluate
 
 
 def test_arc_trains_a_gru_and_load_run_restores_it(tmp_path, monkeypatch):
-  root = write_data_root(tmp_path / "root")
-  rng = np.random.default_rng(0)
-  words = ("the", "good", "bad", "film", "a", "movie")
-  rows = [(" ".join(rng.choice(words, size=3)), int(rng.integers(2))) for _ in range(16)]
-  tsv = ["sentence\tlabel"] + [f"{s} \t{l}" for s, l in rows]
-  write_gzip_lines(root / "sst2" / "train.tsv.gz", tsv)
-  write_gzip_lines(root / "sst2" / "dev.tsv.gz", tsv[:9])
-  (root / "sst2" / "test.txt").write_text("\n".join(f"{l} {s}" for s, l in rows[:8]))
-  monkeypatch.setenv("ARC_DATA_DIR", str(root))
-  monkeypatch.setenv("ARC_CACHE_DIR", str(tmp_path / "cache"))
+  rows = use_random_sst2(tmp_path, monkeypatch)
 
   c = default_config()
   c.cell, c.bidirectional = "gru", True
