@@ -31,6 +31,7 @@ default).
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -280,17 +281,72 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
       progress=progress, journal=journal)
+  sizes = metric_registry.space_sizes(context)
   results.update({key: summary(context) for key, summary in metric_registry.SUMMARIES.items()},
+                 space_size=metric_registry.summarize_space_sizes(sizes),
                  devices=mesh.size, metrics={})
+  columns: dict[str, np.ndarray] = {}
   for name in names:
     tic = time.perf_counter()
     outcome = metric_registry.REGISTRY[name].compute(context)
     context.flags.update({name: outcome.robust, **outcome.flags})
+    columns.update(outcome.columns)
     results["metrics"][name] = _entry(outcome.robust, time.perf_counter() - tic, outcome.extra)
   if journal is not None:
     journal.remove()
+  results[PER_EXAMPLE] = per_example_table(experiment.examples(split)[1], sizes, context.flags,
+                                           columns)
   _check(results, context.flags)
   return results
+
+
+PER_EXAMPLE = "per_example"
+"""The key of :func:`evaluate_run`'s results that holds the per-example table; it is written to
+its own file beside the results (:func:`write_results`), not into their JSON."""
+
+
+def per_example_table(labels, sizes: Sequence[int], flags: dict[str, np.ndarray],
+                      columns: dict[str, np.ndarray]) -> dict[str, list]:
+  """One row per example, in split order, as columns of JSON values: ``id`` (the index in the
+  split), ``label``, ``space_size`` (|S(x)|), the metrics' own values (``prediction``,
+  ``clean_margin``, ``cf_margin``: the least margin over j ≠ y, the certificate's lower bound
+  over S(x)) and every per-example outcome (``acc``, ``cf``, ``ex``, ``hf``, ``exact`` and the
+  metrics' further flags) as 0/1."""
+  table = {"id": list(range(len(labels))), "label": [int(y) for y in labels],
+           "space_size": [int(k) for k in sizes]}
+  for name, values in {**columns, **flags}.items():
+    values = np.asarray(values)
+    if values.dtype == bool:
+      table[name] = values.astype(int).tolist()
+    elif np.issubdtype(values.dtype, np.integer):
+      table[name] = values.tolist()
+    else:  # the shortest decimal that reads back as the same float32 (or float64)
+      table[name] = [float(np.format_float_positional(v, unique=True, trim="-")) for v in values]
+  return table
+
+
+def per_example_path(path) -> Path:
+  """``test_Del2Sub2.json`` → ``test_Del2Sub2.examples.tsv.gz``."""
+  path = Path(path)
+  return path.with_name(path.name.removesuffix(".json") + ".examples.tsv.gz")
+
+
+def without_table(results: dict[str, Any]) -> dict[str, Any]:
+  """The results without their per-example table (what is printed and written as JSON)."""
+  return {key: value for key, value in results.items() if key != PER_EXAMPLE}
+
+
+def read_per_example(path) -> dict[str, list]:
+  """The table :func:`write_results` wrote beside ``path`` (a results file or the table file),
+  columns of ints and floats."""
+  path = Path(path)
+  table_file = path if path.name.endswith(".examples.tsv.gz") else per_example_path(path)
+  with gzip.open(table_file, "rt") as f:
+    header, *lines = f.read().splitlines()
+  names = header.split("\t")
+  rows = [line.split("\t") for line in lines]
+  return {name: [float(row[i]) if any(c in row[i] for c in ".en") else int(row[i])
+                 for row in rows] for i, name in enumerate(names)}
 
 
 def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
@@ -356,6 +412,18 @@ def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
 
 
 def write_results(results: dict[str, Any], path) -> None:
+  """The results as JSON at ``path``; their per-example table (if any) as a tab-separated,
+  gzipped file beside it (:func:`per_example_path`; byte-identical for identical results), which
+  the JSON names under ``"per_example_file"``."""
   path = Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
+  table = results.get(PER_EXAMPLE)
+  results = without_table(results)
+  if table is not None:
+    table_file = per_example_path(path)
+    lines = ["\t".join(table)] + ["\t".join(map(str, row)) for row in zip(*table.values())]
+    with open(table_file, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
+                                                      filename="") as f:
+      f.write(("\n".join(lines) + "\n").encode())
+    results["per_example_file"] = table_file.name
   path.write_text(json.dumps(results, indent=2) + "\n")

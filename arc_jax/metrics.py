@@ -14,7 +14,7 @@ in :data:`ROBUSTNESS_ORDER` or :data:`EXCLUSIONS` when it implies or excludes an
 ``--metrics``, the defaults, the availability per model and the results file names follow from
 the registry.
 
-The per-split summaries (:data:`SUMMARIES`: ``empty_examples``, ``space_size``) take the same
+The per-split summaries (:data:`SUMMARIES`: ``empty_examples``; and ``space_size``) take the same
 :class:`Context` and give a JSON value at the top level of the results; they are always computed.
 """
 
@@ -72,10 +72,12 @@ class Context:
 class Outcome(NamedTuple):
   """A metric's result: ``robust`` bool (n,) (the examples it counts), ``extra`` keys of its
   results entry (a ``"seconds"`` here replaces the evaluator's timing), ``flags`` further bool
-  (n,) outcomes for :data:`ROBUSTNESS_ORDER`'s check."""
+  (n,) outcomes for :data:`ROBUSTNESS_ORDER`'s check, ``columns`` further per-example values
+  (n,) for the per-example table (:func:`arc_jax.evaluation.per_example_table`)."""
   robust: np.ndarray
   extra: dict[str, Any] = {}
   flags: dict[str, np.ndarray] = {}
+  columns: dict[str, np.ndarray] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +98,7 @@ class Metric:
 
 def _row_flags(context: Context, rows_fn: RowsFn, certify: bool,
                name: str) -> dict[str, np.ndarray]:
-  """The jitted ``rows_fn`` over the split in eval batches: bool (n,) per key of its output."""
+  """The jitted ``rows_fn`` over the split in eval batches: (n,) per key of its output."""
   experiment, split = context.experiment, context.split
   size = experiment.config.eval_batch_size
   n = len(experiment.splits[split])
@@ -108,16 +110,19 @@ def _row_flags(context: Context, rows_fn: RowsFn, certify: bool,
 
 
 def accuracy(context: Context) -> Outcome:
-  """``acc``: the clean prediction (concrete forward pass) equals the label."""
-  return Outcome(_row_flags(context, classify_rows(context.experiment.family), False,
-                            "acc")["correct"])
+  """``acc``: the clean prediction (concrete forward pass) equals the label; per example also
+  the prediction and the clean margin (least logit_y − logit_j, j ≠ y)."""
+  rows = _row_flags(context, classify_rows(context.experiment.family), False, "acc")
+  return Outcome(rows["correct"], columns={"prediction": rows["prediction"],
+                                           "clean_margin": rows["margin"]})
 
 
 def certified(context: Context) -> Outcome:
   """``cf``: certified by the ARC DP: no string of S(x) changes the prediction away from y."""
   experiment = context.experiment
   rows_fn = certify_rows(experiment.family, experiment.space.signature)
-  return Outcome(_row_flags(context, rows_fn, True, "cf")["certified"])
+  rows = _row_flags(context, rows_fn, True, "cf")
+  return Outcome(rows["certified"], columns={"cf_margin": rows["margin"]})
 
 
 def exhaustive(context: Context) -> Outcome:
@@ -209,19 +214,18 @@ def with_needs(names: Sequence[str]) -> tuple[str, ...]:
   return tuple(n for n in REGISTRY if n in wanted)
 
 
-def _space_size(sizes: Sequence[int]) -> dict[str, Any]:
+def summarize_space_sizes(sizes: Sequence[int]) -> dict[str, Any]:
   """Max, median and mean of |S(x)| (application choices) over the split; ``max`` exact (an int,
   possibly beyond 2^63), median and mean as floats."""
   return {"max": max(sizes), "median": float(statistics.median(sizes)),
           "mean": float(statistics.fmean(sizes)), "counts": "application choices"}
 
 
-def space_size(context: Context) -> dict[str, Any]:
-  """``space_size``: :func:`_space_size` of the split's |S(x)| (``Space.count`` /
-  ``TreeSpace.count``)."""
+def space_sizes(context: Context) -> list[int]:
+  """The split's |S(x)| per example (``Space.count`` / ``TreeSpace.count``, exact integers)."""
   experiment = context.experiment
   examples, _ = experiment.examples(context.split)
-  return _space_size([experiment.space.count(x) for x in examples])
+  return [experiment.space.count(x) for x in examples]
 
 
 def empty_examples(context: Context) -> dict[str, Any]:
@@ -233,6 +237,7 @@ def empty_examples(context: Context) -> dict[str, Any]:
 
 SUMMARIES: dict[str, Callable[[Context], Any]] = {
     "empty_examples": empty_examples,
-    "space_size": space_size,
 }
-"""The per-split summaries, by their key at the top level of the results."""
+"""The per-split summaries, by their key at the top level of the results (besides
+``space_size``, :func:`summarize_space_sizes` of :func:`space_sizes`, which the per-example
+table holds too)."""

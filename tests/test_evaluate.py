@@ -20,8 +20,8 @@ from arc_jax.attacks import Journal
 from arc_jax.certify import certify
 from arc_jax.data import paths
 from arc_jax.evaluation import (EvaluationError, _check, evaluate_run, load_experiment,
-                                results_path)
-from arc_jax.metrics import _space_size
+                                per_example_path, read_per_example, results_path)
+from arc_jax.metrics import summarize_space_sizes
 from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
 
 try:
@@ -55,8 +55,21 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   assert evaluate.main(["--workdir", str(run), "--metrics", "acc,cf,ex,hf", "--beam", "3",
                         "--output", str(output), "--no-progress"]) == 0
   results = json.loads(output.read_text())
-  assert results == json.loads((run / "eval" / "test_Del2Sub2.json").read_text())
+  kept = json.loads((run / "eval" / "test_Del2Sub2.json").read_text())
+  assert results.pop("per_example_file") == "results.examples.tsv.gz"
+  assert kept.pop("per_example_file") == "test_Del2Sub2.examples.tsv.gz"
+  assert results == kept
+  assert (per_example_path(output).read_bytes()
+          == (run / "eval" / "test_Del2Sub2.examples.tsv.gz").read_bytes())
   metrics = results["metrics"]
+  # The per-example table: one row per test example, its columns agreeing with the counts.
+  table = read_per_example(output)
+  assert table["id"] == list(range(64)) and max(table["space_size"]) == results["space_size"]["max"]
+  for name in ("acc", "cf", "ex", "hf"):
+    assert sum(table[name]) == metrics[name]["count"], name
+  assert table["acc"] == [int(p == y) for p, y in zip(table["prediction"], table["label"])]
+  assert all((m > 0) == bool(c) for m, c in zip(table["cf_margin"], table["cf"]))
+  assert all((m > 0) <= bool(a) for m, a in zip(table["clean_margin"], table["acc"]))
   assert {m["total"] for m in metrics.values()} == {64}
   counts = [metrics[name]["count"] for name in ("cf", "ex", "hf", "acc")]
   assert counts == sorted(counts)
@@ -105,7 +118,8 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
                         "--no-progress"]) == 0
   partial = json.loads((run / "eval" / "test_Del2Sub2_hf.json").read_text())
   assert partial["metrics"]["hf"]["count"] == metrics["hf"]["count"]
-  assert json.loads((run / "eval" / "test_Del2Sub2.json").read_text()) == results
+  assert json.loads((run / "eval" / "test_Del2Sub2.json").read_text()) == {
+      **results, "per_example_file": "test_Del2Sub2.examples.tsv.gz"}
   # The complete verifier agrees with enumeration (evaluate checks it per example), on the
   # first 16 sentences: each sub-space shape it certifies is one more compilation, and
   # tests/verify covers the verifier itself.
@@ -180,7 +194,7 @@ def test_unknown_metrics_and_bad_beam_name_the_fix(tmp_path):
 
 def test_space_size_statistics_and_subset_file_names(tmp_path):
   sizes = [1, 3, 10 ** 30, 6]
-  assert _space_size(sizes) == {"max": 10 ** 30, "median": 4.5,
+  assert summarize_space_sizes(sizes) == {"max": 10 ** 30, "median": 4.5,
                                 "mean": pytest.approx(2.5e29, rel=1e-12),
                                 "counts": "application choices"}
   results = {"split": "test", "space": "[(Sub,3)]", "model": "lstm", "first": 100,

@@ -62,7 +62,8 @@ def main(argv=None) -> int:
   common.start_jax(args)
   # pylint: disable=import-outside-toplevel  (JAX starts only when there is work: --help is fast)
   import jax
-  from arc_jax.evaluation import EvaluationError, evaluate_run, results_path, write_results
+  from arc_jax.evaluation import (EvaluationError, evaluate_run, results_path, without_table,
+                                  write_results)
   from arc_jax.train.interrupt import exit_on_signals
   try:
     with exit_on_signals("stopped; no results were written" + (
@@ -83,7 +84,7 @@ def main(argv=None) -> int:
     return common.error(error)
   if jax.process_index() > 0:
     return status
-  print(json.dumps(results, indent=2))  # first: a folder that cannot be written loses no numbers
+  print(json.dumps(without_table(results), indent=2))  # first: a folder that cannot be written loses no numbers
   # --output first: written even where the run's eval/ cannot be.
   for path in filter(None, (args.output, results_path(args.workdir, results, args.shortcut))):
     try:

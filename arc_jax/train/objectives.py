@@ -49,7 +49,7 @@ def certify_rows(family: ModelFamily, signature, **options) -> RowsFn:
   family's DP options (``join`` for Tree-LSTMs)."""
   def rows(model, batch) -> RowMetrics:
     cert = family.certify(model, signature, batch, 1.0, None, interval.SOUND, **options)
-    return family.rows(batch, cert.clean_logits, cert.certified)
+    return family.rows(batch, cert.clean_logits, cert.certified, cert.margins)
 
   return rows
 

@@ -42,11 +42,28 @@ class RowMetrics(NamedTuple):
     weights: float (B,), 1 for real rows, 0 for padding rows.
     correct: bool (B,), the clean prediction equals the label.
     certified: bool (B,), certified by the DP; None where the step does not certify.
+    prediction: int (B,), the clean prediction; None where a step does not report it.
+    margin: float (B,), the least of logit_y − logit_j over j ≠ y: the certificate's lower
+      bound over S(x) where the step certifies, else the clean logits'; None where a step does
+      not report it.
   """
 
   weights: jax.Array
   correct: jax.Array
   certified: jax.Array | None = None
+  prediction: jax.Array | None = None
+  margin: jax.Array | None = None
+
+
+def least_margin(margins: jax.Array, labels: jax.Array) -> jax.Array:
+  """min over j ≠ y of ``margins[..., j]`` (B, K) → (B,); +inf with one class."""
+  others = jnp.arange(margins.shape[-1]) != labels[..., None]
+  return jnp.min(jnp.where(others, margins, jnp.inf), axis=-1)
+
+
+def clean_margins(logits: jax.Array, labels: jax.Array) -> jax.Array:
+  """logit_y − logit_j (B, K) of concrete logits (B, K) and labels (B,)."""
+  return jnp.take_along_axis(logits, labels[..., None], axis=-1) - logits
 
 
 Objective = Callable[[nnx.Module, object, jax.Array | None, jax.Array],
@@ -275,7 +292,8 @@ class PartsTrainStep:
 
 @functools.cache
 def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
-  """The jitted ``eval(params, rest, batch) -> {"correct": (B,), "certified": (B,)}``.
+  """The jitted ``eval(params, rest, batch) -> {"correct": (B,), "certified": (B,), ...}``, with
+  ``"prediction"`` and ``"margin"`` where ``rows_fn`` reports them.
 
   Args:
     graphdef: of ``nnx.split(model, nnx.Param, ...)``.
@@ -292,6 +310,8 @@ def make_eval_step(graphdef: nnx.GraphDef, rows_fn: RowsFn, mesh: Mesh):
     out = {"correct": real & rows.correct}
     if rows.certified is not None:
       out["certified"] = real & rows.certified
+    out.update({name: value for name, value in (("prediction", rows.prediction),
+                                                ("margin", rows.margin)) if value is not None})
     return out
 
   return jax.jit(evaluate, out_shardings=parallel.replicated(mesh))
@@ -301,7 +321,8 @@ def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Itera
                    num_examples: int, place: Callable, *, bar=None,
                    stop: Callable[[], None] | None = None, workers: int = 1
                    ) -> dict[str, np.ndarray]:
-  """Per-example outcomes bool (n,) of a split, in split order: the eval step's keys.
+  """Per-example outcomes (n,) of a split, in split order: the eval step's keys (bool, or the
+  dtype of the step's ``prediction`` and ``margin``).
 
   Args:
     eval_step: from :func:`make_eval_step`.
@@ -342,5 +363,5 @@ def evaluate_split(eval_step, params: nnx.State, rest: nnx.State, batches: Itera
   for out, idx in zip(outputs, rows):
     real = idx >= 0
     for name, values in out.items():
-      flags.setdefault(name, np.zeros(num_examples, bool))[idx[real]] = values[real]
+      flags.setdefault(name, np.zeros(num_examples, values.dtype))[idx[real]] = values[real]
   return flags

@@ -84,8 +84,8 @@ class ModelFamily:
       (:func:`arc_jax.certify.certify_model` on the batch's DP input).
     targets: ``(batch) -> (labels, weights)`` of the losses, shaped as the logits without
       their class axis (weight 0: not counted).
-    rows: ``(batch, logits, certified=None) -> RowMetrics``, per-example outcomes of the
-      logits (and of the certificate's ``certified``).
+    rows: ``(batch, logits, certified=None, margins=None) -> RowMetrics``, per-example
+      outcomes of the logits (and of the certificate's ``certified`` and ``margins``).
     sample: ``(space, examples, rng) -> members``, one random member of S(x) per example
       (uniform over application choices).
     attack: ``(placed, space, builder, examples, labels, batch_size) -> members``, the top-1

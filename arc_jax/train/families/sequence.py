@@ -25,7 +25,7 @@ from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.perturbation import PlanBuilder, Space, data_space, on_reachable_grid
 from arc_jax.perturbation.spaces import Signature
 from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
-from arc_jax.train.steps import RowMetrics
+from arc_jax.train.steps import RowMetrics, clean_margins, least_margin
 
 
 def make_predict_fn(graphdef: nnx.GraphDef, params: nnx.State, rest: nnx.State, mesh: Mesh):
@@ -109,8 +109,12 @@ def targets(batch: Batch) -> tuple[jax.Array, jax.Array]:
   return batch.labels, batch.weights
 
 
-def rows(batch: Batch, logits: jax.Array, certified: jax.Array | None = None) -> RowMetrics:
-  return RowMetrics(batch.weights, logits.argmax(axis=-1) == batch.labels, certified)
+def rows(batch: Batch, logits: jax.Array, certified: jax.Array | None = None,
+         margins: jax.Array | None = None) -> RowMetrics:
+  prediction = logits.argmax(axis=-1)
+  margins = clean_margins(logits, batch.labels) if margins is None else margins
+  return RowMetrics(batch.weights, prediction == batch.labels, certified, prediction,
+                    least_margin(margins, batch.labels))
 
 
 def attack(placed: Placed, space: Space, builder: PlanBuilder, sentences: list,

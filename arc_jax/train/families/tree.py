@@ -44,7 +44,7 @@ from arc_jax.perturbation import data_space
 from arc_jax.perturbation.trees import (SUB, TreeBatch, TreeBatchBuilder, TreeSignature,
                                         TreeSpace, tree_space)
 from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
-from arc_jax.train.steps import RowMetrics
+from arc_jax.train.steps import RowMetrics, clean_margins, least_margin
 
 SST_CLASSES = 5
 NODE_COUNTS = (32, 64)
@@ -66,14 +66,17 @@ class IndexedTrees:
   indices: np.ndarray
 
 
-def rows(batch: IndexedTrees, node_logits: jax.Array,
-         certified: jax.Array | None = None) -> RowMetrics:
-  """Per-tree metrics from the root's logits (B, N, K) → (B, K)."""
+def rows(batch: IndexedTrees, node_logits: jax.Array, certified: jax.Array | None = None,
+         margins: jax.Array | None = None) -> RowMetrics:
+  """Per-tree metrics from the root's logits (B, N, K) → (B, K) (and margins (B, N, K))."""
   trees = batch.trees
   b = jnp.arange(node_logits.shape[0])
   root = jnp.maximum(jnp.asarray(trees.num_nodes) - 1, 0)
-  correct = jnp.argmax(node_logits[b, root], axis=-1) == jnp.asarray(trees.labels)[b, root]
-  return RowMetrics((jnp.asarray(trees.num_nodes) > 0).astype(jnp.float32), correct, certified)
+  labels = jnp.asarray(trees.labels)[b, root]
+  prediction = jnp.argmax(node_logits[b, root], axis=-1)
+  margins = clean_margins(node_logits[b, root], labels) if margins is None else margins[b, root]
+  return RowMetrics((jnp.asarray(trees.num_nodes) > 0).astype(jnp.float32), prediction == labels,
+                    certified, prediction, least_margin(margins, labels))
 
 
 def forward(model: TreeLSTMClassifier, batch: IndexedTrees, dropout_key) -> jax.Array:
