@@ -29,16 +29,25 @@ the step and boxes between steps.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import jax
 import jax.numpy as jnp
 
-if TYPE_CHECKING:  # interval.py uses lstm_update_by_rules; the protocol names its box type only
-  from arc_jax.interval import Interval
-
 Value = Any
 """An abstract value of some domain, or a plain (concrete) array."""
+
+
+class Box(Protocol):
+  """A box ``{x : lo <= x <= hi}``, what :meth:`Domain.to_box` returns. Declared here, not as
+  :class:`arc_jax.interval.Interval` (which satisfies it), because :mod:`arc_jax.interval` imports
+  this module (:func:`lstm_update_by_rules`)."""
+
+  @property
+  def lo(self) -> jax.Array: ...
+
+  @property
+  def hi(self) -> jax.Array: ...
 
 
 class Domain(Protocol):
@@ -48,7 +57,7 @@ class Domain(Protocol):
   def lift(self, x: jax.Array) -> Value:
     """The abstract value of the concrete array ``x``."""
 
-  def to_box(self, x: Value) -> Interval:
+  def to_box(self, x: Value) -> Box:
     """A box containing every concrete value of ``x`` (the boundary: what certificates report)."""
 
   exact_on_points: bool

@@ -4,9 +4,10 @@ import goes to the importer's layer or a lower one (:data:`LAYERS`).
 The graph is read from the source (the AST), not from ``sys.modules``, so that it also sees imports
 inside functions, which run later but still close a circle; a package's lazy re-exports
 (``lazy_exports(__name__, {module: names})``, :mod:`arc_jax._lazy`) count as imports of those names
-from those modules. Left out: imports under
-``if TYPE_CHECKING:`` (never run), a module's edges to its own ancestor packages (Python runs them
-first anyway), and a package ``__init__``'s edges to its own submodules (re-exports). A name that
+from those modules. Imports under ``if TYPE_CHECKING:`` count too: they never run, but a type
+named from a higher module or round a circle is a dependency all the same (a type checker, a reader
+and a refactoring follow it). Left out: a module's edges to its own ancestor packages (Python runs
+them first anyway), and a package ``__init__``'s edges to its own submodules (re-exports). A name that
 a package re-exports (``from arc_jax.data import Tree``) resolves to the module that defines it,
 and a name the ``__init__`` defines itself (``FAMILIES``) depends on everything that ``__init__``
 imports, so re-exports hide no dependency.
@@ -48,23 +49,12 @@ def module_files(root: pathlib.Path = PACKAGE_ROOT) -> dict[str, pathlib.Path]:
   return files
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-  return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-      isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(tree: ast.AST):
-  """Every Import / ImportFrom node of ``tree`` outside ``if TYPE_CHECKING:`` blocks."""
-  stack = [tree]
-  while stack:
-    node = stack.pop()
+  """Every Import / ImportFrom node of ``tree``: top level, inside functions and classes, and
+  under ``if TYPE_CHECKING:``."""
+  for node in ast.walk(tree):
     if isinstance(node, (ast.Import, ast.ImportFrom)):
       yield node
-      continue
-    children = list(ast.iter_child_nodes(node))
-    if isinstance(node, ast.If) and _is_type_checking(node.test):
-      children = node.orelse
-    stack.extend(children)
 
 
 def _lazy_exports(tree: ast.AST):
@@ -237,7 +227,7 @@ def test_find_cycles_reports_a_hand_made_cycle():
   assert find_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
-def test_import_graph_sees_relative_from_and_function_level_imports(tmp_path):
+def test_import_graph_sees_relative_from_function_level_and_type_checking_imports(tmp_path):
   package = tmp_path / "pkg"
   (package / "sub").mkdir(parents=True)
   (package / "__init__.py").write_text("from pkg.sub import leaf\n")
@@ -257,7 +247,7 @@ def test_import_graph_sees_relative_from_and_function_level_imports(tmp_path):
   assert graph == {
       "pkg": set(),
       "pkg.sub": set(),
-      "pkg.sub.leaf": set(),
+      "pkg.sub.leaf": {"pkg.top"},  # under ``if TYPE_CHECKING:``
       "pkg.top": {"pkg.sub.leaf", "pkg.other"},
       "pkg.other": {"pkg.sub.leaf", "pkg.top"},
       "pkg.user": {"pkg.sub", "pkg.sub.leaf"},
@@ -265,6 +255,16 @@ def test_import_graph_sees_relative_from_and_function_level_imports(tmp_path):
       "pkg.tools": set(),
   }
   assert find_cycles(graph) == [["pkg.other", "pkg.top", "pkg.other"]]
+
+
+def test_a_type_checking_import_alone_closes_a_cycle(tmp_path):
+  package = tmp_path / "pkg"
+  package.mkdir()
+  (package / "__init__.py").write_text("")
+  (package / "low.py").write_text(
+      "import typing\nif typing.TYPE_CHECKING:\n  from pkg.high import High\n")
+  (package / "high.py").write_text("from pkg import low\nclass High:\n  pass\n")
+  assert find_cycles(import_graph(package)) == [["pkg.high", "pkg.low", "pkg.high"]]
 
 
 def test_package_graphs_see_layers_that_import_each_other():

@@ -54,7 +54,7 @@ from arc_jax.train import losses, steps
 from arc_jax.train.families.sequence import make_predict_fn
 
 if TYPE_CHECKING:
-  from arc_jax.train.experiment import Experiment
+  from arc_jax.train.built import Built
 
 SEARCHES = ("enumerate", "hotflip")
 """``config.augment_search``: how M(x) is drawn from S_aug(x)."""
@@ -75,7 +75,7 @@ def _cross_entropies(predict_logits, strings: Sequence, labels: np.ndarray, voca
   return out
 
 
-def _enumerated_members(experiment: Experiment, split, params, rows, labels, k: int
+def _enumerated_members(experiment: Built, split, params, rows, labels, k: int
                         ) -> list[list[Member]]:
   """Per sentence, x and the k members of S_aug(x) with the highest cross-entropy."""
   candidates = [split.members(x)[1:] for x in rows]
@@ -89,7 +89,7 @@ def _enumerated_members(experiment: Experiment, split, params, rows, labels, k: 
           for x, c, a, b in zip(rows, candidates, first[:-1], first[1:])]
 
 
-def _hotflip_members(experiment: Experiment, split, params, rows, labels, k: int
+def _hotflip_members(experiment: Built, split, params, rows, labels, k: int
                      ) -> list[list[Member]]:
   """Per sentence, x and the k strings of a HotFlip beam search (beam k) over S_aug(x)."""
   found = hotflip_search(experiment.graphdef, (params, experiment.rest), split.augmented, rows,
@@ -100,7 +100,7 @@ def _hotflip_members(experiment: Experiment, split, params, rows, labels, k: int
           for x, candidates in zip(rows, found)]
 
 
-def member_batches(experiment: Experiment):
+def member_batches(experiment: Built):
   """The batch transform: B examples → B·(k+1) rows, x and its members (example-major), with
   the DP plans of S_abs restricted to each member's free windows."""
   c = experiment.config
@@ -167,7 +167,7 @@ def augmented_objective(signature: Signature, slots: int, abstraction: str,
 
 
 def _objective_factory(abstraction: str):
-  def factory(experiment: Experiment, robust_weight, eps) -> steps.Objective:
+  def factory(experiment: Built, robust_weight, eps) -> steps.Objective:
     split = split_space(experiment.space, experiment.config.abstracted)
     return augmented_objective(split.abstract.signature, experiment.config.augment_members + 1,
                                abstraction, robust_weight, eps)

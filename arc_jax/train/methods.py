@@ -26,7 +26,7 @@ if TYPE_CHECKING:
   import ml_collections
   import optax
 
-  from arc_jax.train.experiment import Experiment
+  from arc_jax.train.built import Built
   from arc_jax.train.steps import Objective
 
 BatchTransform = Callable[[Batch, int, nnx.State], Batch]
@@ -37,19 +37,19 @@ of the experiment's family, e.g. ``IndexedTrees`` for trees); ``params`` are the
 _AUGMENT_STREAM = 1  # separates the sampling seeds from the data-order seeds (seed, epoch)
 
 
-ObjectiveFactory = Callable[["Experiment", "optax.Schedule", "optax.Schedule"], "Objective"]
+ObjectiveFactory = Callable[["Built", "optax.Schedule", "optax.Schedule"], "Objective"]
 """``factory(experiment, robust_weight, eps) -> Objective``: a method's objective, given the
 schedules of λ and ε (both 0 for methods without a curriculum)."""
 
 
-def clean(experiment: Experiment, robust_weight: optax.Schedule, eps: optax.Schedule
+def clean(experiment: Built, robust_weight: optax.Schedule, eps: optax.Schedule
           ) -> Objective:
   """The clean objective of ``experiment``'s family (λ and ε unused)."""
   del robust_weight, eps
   return objectives.clean_objective(experiment.family)
 
 
-def arc(experiment: Experiment, robust_weight: optax.Schedule, eps: optax.Schedule
+def arc(experiment: Built, robust_weight: optax.Schedule, eps: optax.Schedule
         ) -> Objective:
   """ARC's objective under ``experiment.space`` (:func:`objectives.arc_objective`)."""
   return objectives.arc_objective(experiment.family, experiment.space.signature, robust_weight,
@@ -76,7 +76,7 @@ class Method:
   """
 
   objective: ObjectiveFactory = clean
-  batch_transform: Callable[[Experiment], BatchTransform] | None = None
+  batch_transform: Callable[[Built], BatchTransform] | None = None
   selection: str | None = None
   curriculum: bool = False
   check: Callable[[ml_collections.ConfigDict], None] | None = None
@@ -88,7 +88,7 @@ class Method:
       raise ValueError(f"selection={self.selection!r}; choose 'dev_cf_acc' or 'dev_acc'.")
 
 
-def random_members(experiment: Experiment) -> BatchTransform:
+def random_members(experiment: Built) -> BatchTransform:
   """Data augmentation: each batch of B rows becomes 2B rows, x and a random member of S(x).
 
   The samples (the family's ``sample``: ``arc_jax.attacks.augment_batch`` for sentences,
@@ -105,7 +105,7 @@ def random_members(experiment: Experiment) -> BatchTransform:
   return transform
 
 
-def hotflip_members(experiment: Experiment) -> BatchTransform:
+def hotflip_members(experiment: Built) -> BatchTransform:
   """HotFlip adversarial training: each batch of B rows becomes 2B rows, x and the top-1 HotFlip
   member of S(x) under ``experiment.space`` (the family's ``attack``: beam 1, as the
   original; x itself when no rewrite scores above 0; trees keep their node labels as in data
