@@ -58,3 +58,18 @@ def test_arc_a3t_rows_name_the_abstracted_part_and_the_appendix_numbers(tmp_path
   assert report.main([str(tmp_path / "abs_ins")]) == 0
   row = capsys.readouterr().out.splitlines()[2]
   assert "| lstm | arc_a3t(Ins) |" in row and row.endswith("| 82.6 / – / 15.9 / 66.7 |")
+
+
+def test_installed_report_prints_no_paper_numbers_unless_given_a_table(tmp_path, capsys):
+  from arc_jax.cli import report as installed  # noqa: PLC0415
+  write_run(tmp_path / "arc_bi", {"method": "arc", "bidirectional": True},
+            {"test_Del2Sub2.json": {"space": "[(Del,2),(Sub,2)]", "split": "test",
+                                    "metrics": {"acc": metric(0.8312)}}})
+  assert installed.main([str(tmp_path / "arc_bi")]) == 0
+  assert capsys.readouterr().out.splitlines()[2].endswith("| – |")
+  paper = tmp_path / "table.py"
+  paper.write_text('TABLES_2_3 = {("bilstm", "arc", "Del2Sub2"): (1.0, 2.0, None, 4.0)}\n')
+  assert installed.main([str(tmp_path / "arc_bi"), "--paper", str(paper)]) == 0
+  assert capsys.readouterr().out.splitlines()[2].endswith("| 1.0 / 2.0 / – / 4.0 |")
+  with pytest.raises(SystemExit):
+    installed.main([str(tmp_path / "arc_bi"), "--paper", str(tmp_path / "none.py")])

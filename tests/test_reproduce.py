@@ -47,7 +47,7 @@ def _results(space, metrics, count=1, examples=10, **extra):
 
 
 def test_states_and_tables_come_from_the_files(tmp_path, monkeypatch):
-  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path / "results")
   runs = tmp_path / "runs"
   cell = next(c for c in reproduce.cells() if c.id == "table_2/lstm_normal/del2sub2")
   state = reproduce.cell_state(cell, runs, set())
@@ -74,7 +74,7 @@ def test_states_and_tables_come_from_the_files(tmp_path, monkeypatch):
 
 
 def test_an_interrupted_ex_is_listed_with_its_progress_and_less_time(tmp_path, monkeypatch):
-  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path / "results")
   cell = next(c for c in reproduce.cells() if c.id == "table_2/tree_lstm_hotflip/ins2sub2")
   folder = tmp_path / "results" / "hotflip_tree_sub2ins2"
   (folder / "model").mkdir(parents=True)
@@ -93,7 +93,7 @@ def test_an_interrupted_ex_is_listed_with_its_progress_and_less_time(tmp_path, m
 
 
 def test_exact_cells_show_their_unknowns(tmp_path, monkeypatch):
-  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path / "results")
   cell = next(c for c in reproduce.cells() if c.id == "δ_figure/arc_lstm_ins_2_sub_2/δ_5")
   folder = tmp_path / "results" / cell.evaluations[0].run.name
   (folder / "eval").mkdir(parents=True)
@@ -109,7 +109,7 @@ def test_exact_cells_show_their_unknowns(tmp_path, monkeypatch):
 
 def test_ex_comes_from_the_verifier_only_without_unknowns(tmp_path, monkeypatch):
   """At δ = 3 of the δ figure EX is the exact verifier's number when it left nothing unknown."""
-  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path / "results")
   cell = next(c for c in reproduce.cells() if c.id == "δ_figure/arc_lstm_ins_2_sub_2/δ_3")
   assert cell.ex_by_verifier and all("ex" not in e.metrics for e in cell.evaluations)
   folder = tmp_path / "results" / cell.evaluations[0].run.name
@@ -129,7 +129,7 @@ def test_ex_comes_from_the_verifier_only_without_unknowns(tmp_path, monkeypatch)
 
 
 def test_readme_keeps_the_prose_around_the_generated_tables(tmp_path, monkeypatch):
-  monkeypatch.setattr(reproduce, "RESULTS", tmp_path)
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path)
   (tmp_path / "README.md").write_text(f"# Results\nbefore\n{reproduce.GENERATED_BEGIN}\nold\n"
                                       f"{reproduce.GENERATED_END}\nafter\n")
   cells = [c for c in reproduce.cells() if c.table == "Table 3"]
@@ -179,33 +179,33 @@ def test_stop_after_sends_sigterm_and_starts_nothing_after_it(tmp_path):
   soon = reproduce.Limits(deadline=time.monotonic() + 2)
   started = time.monotonic()
   with pytest.raises(reproduce.DeadlineReached):
-    reproduce._run_command(child, tmp_path / "log", soon)
+    reproduce.runs._run_command(child, tmp_path / "log", soon)
   assert saved.exists() and time.monotonic() - started < 30
   with pytest.raises(reproduce.DeadlineReached):  # not started: it would have slept 60 s
-    reproduce._run_command(child, tmp_path / "log", reproduce.Limits(deadline=time.monotonic()))
-  assert reproduce._run_command([sys.executable, "-c", "pass"], tmp_path / "log") == 0
+    reproduce.runs._run_command(child, tmp_path / "log", reproduce.Limits(deadline=time.monotonic()))
+  assert reproduce.runs._run_command([sys.executable, "-c", "pass"], tmp_path / "log") == 0
 
 
 def test_dp_shapes_apply_to_new_runs_and_resumed_runs_keep_theirs_and_their_name(tmp_path, monkeypatch):
   run = reproduce.Run("arc_lstm_x", "arc.py:lstm,del2sub2")
   flag = lambda args: [a for a in args if a.startswith("--config.max_dp_shapes")]
-  assert flag(reproduce._training_args(run, tmp_path / "new", reproduce.Limits())) == []
-  assert flag(reproduce._training_args(run, tmp_path / "new", reproduce.Limits(dp_shapes=4))) == [
+  assert flag(reproduce.runs._training_args(run, tmp_path / "new", reproduce.Limits())) == []
+  assert flag(reproduce.runs._training_args(run, tmp_path / "new", reproduce.Limits(dp_shapes=4))) == [
       "--config.max_dp_shapes=4"]
   started = tmp_path / "started"
   started.mkdir()
   (started / "config.json").write_text(json.dumps({"max_dp_shapes": 16, "name": "arc_lstm_x"}))
-  resumed = reproduce._training_args(run, started, reproduce.Limits(dp_shapes=4))
+  resumed = reproduce.runs._training_args(run, started, reproduce.Limits(dp_shapes=4))
   assert flag(resumed) == ["--config.max_dp_shapes=16"]
   # Its name comes back too, so that the shapes flag does not extend it to another run's name.
   assert "--config.name=arc_lstm_x" in resumed
   (started / "config.json").write_text(json.dumps({"name": "written before the field"}))
-  assert flag(reproduce._training_args(run, started, reproduce.Limits(dp_shapes=4))) == [
+  assert flag(reproduce.runs._training_args(run, started, reproduce.Limits(dp_shapes=4))) == [
       "--config.max_dp_shapes=0"]
 
   def deadline(*_):
     raise reproduce.DeadlineReached
-  monkeypatch.setattr(reproduce, "_run_command", deadline)
+  monkeypatch.setattr(reproduce.runs, "_run_command", deadline)
   assert reproduce.process_run(run, [], tmp_path, tmp_path / "log", True) == [
       "stopped arc_lstm_x at the --stop-after time; run again to resume"]
 
@@ -214,9 +214,9 @@ def test_an_unfinished_run_is_stashed_listed_and_unpacked_to_resume(tmp_path, mo
   """``--stash`` packs an interrupted run directory into results/unfinished/; on a machine
   without the run, ``--list`` says it resumes from there and the driver unpacks it before
   training (here a stand-in command that checks the unpacked checkpoint)."""
-  monkeypatch.setattr(reproduce, "ROOT", tmp_path)
-  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
-  monkeypatch.setattr(reproduce, "UNFINISHED", tmp_path / "results" / "unfinished")
+  monkeypatch.setattr(reproduce.runs, "ROOT", tmp_path)
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce.runs, "UNFINISHED", tmp_path / "results" / "unfinished")
   run = reproduce.Run("arc_lstm_x", "arc.py:lstm,del2sub2", gpu=True)
   cell = reproduce.Cell("Table 2", "LSTM ARC", "[(Del,2),(Sub,2)]",
                         (reproduce.Evaluation(run, "[(Del,2),(Sub,2)]", ("acc",)),), {})
@@ -241,7 +241,7 @@ def test_an_unfinished_run_is_stashed_listed_and_unpacked_to_resume(tmp_path, mo
       assert (second / "arc_lstm_x" / "checkpoints" / "700" / "state").read_text() == "saved"
       (second / "arc_lstm_x" / "summary.json").write_text("{}")
     return 0
-  monkeypatch.setattr(reproduce, "_run_command", command)
+  monkeypatch.setattr(reproduce.runs, "_run_command", command)
   done = reproduce.process_run(run, [], second, tmp_path / "log", True)
   assert done[:3] == ["unpacked results/unfinished/arc_lstm_x.tar.gz", "trained arc_lstm_x",
                       "exported arc_lstm_x"]
@@ -252,19 +252,19 @@ def test_an_unfinished_run_is_stashed_listed_and_unpacked_to_resume(tmp_path, mo
 def test_the_model_card_is_written_again_after_new_evaluations(tmp_path, monkeypatch):
   """A kept run evaluated anew gets its model card rewritten (experiments/export.py --upgrade),
   so its metrics table lists the new results files; with nothing evaluated nothing is run."""
-  monkeypatch.setattr(reproduce, "ROOT", tmp_path)
-  monkeypatch.setattr(reproduce, "RESULTS", tmp_path / "results")
-  monkeypatch.setattr(reproduce, "kept", lambda run: True)
+  monkeypatch.setattr(reproduce.runs, "ROOT", tmp_path)
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path / "results")
+  monkeypatch.setattr(reproduce.runs, "kept", lambda run: True)
   run = reproduce.Run("arc_lstm_x", "arc.py:lstm,del2sub2")
   evaluation = reproduce.Evaluation(run, "[(Sub,3)]", ("acc", "cf"))
   calls = []
-  monkeypatch.setattr(reproduce, "_run_command", lambda args, log, limits=None: calls.append(
+  monkeypatch.setattr(reproduce.runs, "_run_command", lambda args, log, limits=None: calls.append(
       args[1:]) or 0)
-  monkeypatch.setattr(reproduce, "find_result", lambda evaluation: None)
+  monkeypatch.setattr(reproduce.runs, "find_result", lambda evaluation: None)
   done = reproduce.process_run(run, [evaluation], tmp_path, tmp_path / "log", False)
   assert calls[-1] == ["experiments/export.py", "--upgrade", "results/arc_lstm_x"]
   assert done[-1] == "model card of arc_lstm_x written"
   calls.clear()
-  monkeypatch.setattr(reproduce, "find_result", lambda evaluation: "found")
+  monkeypatch.setattr(reproduce.runs, "find_result", lambda evaluation: "found")
   assert reproduce.process_run(run, [evaluation], tmp_path, tmp_path / "log", False) == []
   assert calls == []

@@ -5,12 +5,15 @@ Every folder (default: each folder of ``results/`` in the working directory) tha
 evaluation results (``evaluate.py``'s ``<split>_<space>*.json``, in ``eval/`` or, for runs kept
 before their models were, beside ``config.json``) gives one row per results file:
 the model, the training method, the space and the measured Acc / HF / CF / EX in percent, next to
-the paper's numbers for the same model, method and space where the paper has them. The table is
+reference numbers for the same model, method and space where ``--paper FILE`` has them (a Python
+file whose ``TABLES_2_3`` maps (model, method, space key) to (Acc, HF, CF, EX) in percent; the
+paper's are ``experiments/paper.py``, which ``python experiments/report.py`` passes by default). The table is
 markdown; nothing in it is typed by hand.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
@@ -21,58 +24,6 @@ from arc_jax.cli import common
 RESULTS = Path("results")
 METRICS = ("acc", "hf", "cf", "ex")
 HEADER = ("Acc", "HF", "CF", "EX")
-
-_DEL_SUB, _SUB_INS, _DEL_INS = "Del2Sub2", "Ins2Sub2", "Del2Ins2"
-_REVIEW = "Sub2Trans11Trans21Trans31Trans41"
-PAPER = {
-    # (model, method, space key): (Acc, HF Acc, CF Acc, EX Acc), the paper's Tables 2 and 3.
-    ("lstm", "normal", _DEL_SUB): (84.6, 71.9, 4.6, 68.9),
-    ("lstm", "normal", _SUB_INS): (84.6, 64.0, 0.5, 55.1),
-    ("lstm", "normal", _DEL_INS): (84.6, 73.7, 1.2, 65.2),
-    ("lstm", "augment", _DEL_SUB): (84.0, 77.0, 5.5, 74.4),
-    ("lstm", "augment", _SUB_INS): (84.7, 70.2, 0.3, 61.5),
-    ("lstm", "augment", _DEL_INS): (84.5, 75.4, 0.4, 68.3),
-    ("lstm", "hotflip", _DEL_SUB): (84.0, 78.7, 4.3, 74.6),
-    ("lstm", "hotflip", _SUB_INS): (82.5, 75.9, 0.0, 62.0),
-    ("lstm", "hotflip", _DEL_INS): (84.4, 80.6, 0.0, 68.7),
-    ("lstm", "arc", _DEL_SUB): (82.5, 77.8, 72.5, 77.0),
-    ("lstm", "arc", _SUB_INS): (80.2, 70.0, 55.4, 64.0),
-    ("lstm", "arc", _DEL_INS): (82.6, 78.6, 69.4, 74.6),
-    ("tree", "normal", _DEL_SUB): (50.3, 39.9, 4.1, 33.8),
-    ("tree", "normal", _SUB_INS): (50.3, 33.4, 0.0, 17.9),
-    ("tree", "normal", _DEL_INS): (50.3, 40.1, 0.0, 25.7),
-    ("tree", "augment", _DEL_SUB): (47.5, 40.8, 1.4, 36.4),
-    ("tree", "augment", _SUB_INS): (48.1, 37.1, 0.0, 23.0),
-    ("tree", "augment", _DEL_INS): (47.6, 40.6, 0.0, 29.0),
-    ("tree", "hotflip", _DEL_SUB): (49.5, 43.4, 1.6, 38.4),
-    ("tree", "hotflip", _SUB_INS): (48.7, 39.5, 0.0, 29.0),
-    ("tree", "hotflip", _DEL_INS): (49.5, 42.7, 0.0, 32.1),
-    ("tree", "arc", _DEL_SUB): (46.4, 43.4, 30.9, 41.9),
-    ("tree", "arc", _SUB_INS): (46.1, 39.0, 17.1, 37.6),
-    ("tree", "arc", _DEL_INS): (46.5, 43.8, 19.2, 40.0),
-    ("bilstm", "normal", _DEL_SUB): (83.0, 71.1, 8.2, 68.0),
-    ("bilstm", "normal", _SUB_INS): (83.0, 63.4, 2.1, 56.1),
-    ("bilstm", "normal", _DEL_INS): (83.0, 72.5, 6.4, 65.5),
-    ("bilstm", "augment", _DEL_SUB): (83.2, 75.1, 8.7, 72.9),
-    ("bilstm", "augment", _SUB_INS): (83.5, 66.8, 1.3, 59.1),
-    ("bilstm", "augment", _DEL_INS): (84.6, 75.0, 4.6, 68.6),
-    ("bilstm", "hotflip", _DEL_SUB): (83.6, 79.2, 9.2, 73.4),
-    ("bilstm", "hotflip", _SUB_INS): (82.8, 76.6, 0.1, 55.5),
-    ("bilstm", "hotflip", _DEL_INS): (83.5, 79.1, 0.0, 55.7),
-    ("bilstm", "arc", _DEL_SUB): (83.5, 78.7, 70.9, 77.5),
-    ("bilstm", "arc", _SUB_INS): (80.2, 71.4, 59.8, 66.4),
-    ("bilstm", "arc", _DEL_INS): (82.6, 76.2, 66.2, 71.8),
-    ("lstm", "normal", _REVIEW): (83.9, 72.4, 21.0, 71.0),
-    ("lstm", "augment", _REVIEW): (79.2, 72.5, 30.5, 71.7),
-    ("lstm", "hotflip", _REVIEW): (79.6, 74.3, 34.5, 72.9),
-    ("lstm", "arc", _REVIEW): (82.3, 78.1, 74.2, 77.1),
-    # ARC-A3T (appendix table "different instantiations of ARC-A3T"; no HF column there).
-    ("lstm", "arc_a3t(Del)", _DEL_SUB): (83.2, None, 15.1, 68.6),
-    ("lstm", "arc_a3t(Sub)", _DEL_SUB): (81.4, None, 71.1, 75.8),
-    ("lstm", "arc_a3t(Ins)", _SUB_INS): (82.6, None, 15.9, 66.7),
-    ("lstm", "arc_a3t(Sub)", _SUB_INS): (83.0, None, 48.8, 65.4),
-}
-
 
 def space_key(spec: str) -> str:
   """Order-free key of a space spec: ``"[(Sub,2), (Del,2)]"`` → ``"Del2Sub2"`` (Dup → Ins)."""
@@ -100,8 +51,21 @@ def _percent(value: float | None) -> str:
   return "–" if value is None else f"{100 * value:.1f}"
 
 
-def rows(folder: Path) -> list[dict]:
-  """One row per evaluation results file of the run in ``folder`` (sorted by file name)."""
+def load_paper(path: Path) -> dict:
+  """The reference table ``TABLES_2_3`` of the Python file at ``path`` (see the module's doc)."""
+  spec = importlib.util.spec_from_file_location(f"_paper_table_{Path(path).stem}", path)
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module  # dataclasses in the file look their module up while loading
+  try:
+    spec.loader.exec_module(module)
+  finally:
+    del sys.modules[spec.name]
+  return module.TABLES_2_3
+
+
+def rows(folder: Path, paper: dict | None = None) -> list[dict]:
+  """One row per evaluation results file of the run in ``folder`` (sorted by file name), with
+  ``paper``'s numbers (:func:`load_paper`) for its model, method and space, if any."""
   config = json.loads((folder / "config.json").read_text())
   out = []
   for path in sorted(folder.glob("*.json")) + sorted(folder.glob("eval/*.json")):
@@ -113,7 +77,7 @@ def rows(folder: Path) -> list[dict]:
     out.append({"run": folder.name, "file": path.name, "model": key[0], "method": key[1],
                 "space": results["space"], "split": results["split"],
                 "measured": {m: metrics[m]["value"] if m in metrics else None for m in METRICS},
-                "paper": PAPER.get(key)})
+                "paper": (paper or {}).get(key)})
   return out
 
 
@@ -136,6 +100,9 @@ def main(argv=None) -> int:
   parser.add_argument("folders", nargs="*", type=Path,
                       help="run result folders (default: every folder of results/)")
   parser.add_argument("--output", type=Path, help="also write the table here")
+  parser.add_argument("--paper", type=Path, metavar="FILE",
+                      help="Python file whose TABLES_2_3 gives the numbers to print beside the "
+                      "measured ones, e.g. experiments/paper.py (default: none)")
   args = parser.parse_args(argv)
   if not args.folders and not RESULTS.is_dir():
     parser.error(f"No folders given and no {RESULTS.absolute()}: pass run result folders, or "
@@ -145,7 +112,10 @@ def main(argv=None) -> int:
   if missing:
     parser.error(f"No config.json in {', '.join(missing)}: pass folders made from run "
                  "directories (config.json plus evaluate.py's results).")
-  table = markdown([row for folder in folders for row in rows(folder)])
+  if args.paper is not None and not args.paper.is_file():
+    parser.error(f"--paper {args.paper}: no such file.")
+  paper = load_paper(args.paper) if args.paper is not None else None
+  table = markdown([row for folder in folders for row in rows(folder, paper)])
   if args.output:
     args.output.write_text(table)
   print(table, end="")
