@@ -176,8 +176,7 @@ def _matmul_pair(x: jax.Array, y: jax.Array, a: jax.Array, b: jax.Array
   Every output element is the same dot product as in its own matmul (whose error bound,
   :func:`dot_error`, holds for any summation order), so the rules' soundness arguments are
   those of two products. Why: an interval affine map needs two products of one shape (centre
-  and spread), and on CPU one call of twice the work runs faster than two (per step of the
-  LSTM DP, two (288, 100) @ (100, 400) products: 1.8–2.1× in a scan of 24 steps, idle).
+  and spread), and on CPU one call of twice the work runs faster than two (benchmarks/README.md).
   """
   batch, n = x.shape[:-1], x.shape[-1]
   rows = lambda v: v.reshape(-1, n)

@@ -86,8 +86,8 @@ def concurrent_calls(mesh: Mesh | None = None) -> int:
 
   2 on one CPU device of a single process, else 1. XLA on CPU runs a call's matmuls on every
   core but most of the interval DP's elementwise fusions on one; two calls at once fill the idle
-  cores: 1.37–1.40× the certification throughput of one at a time on a 2-core machine
-  (``benchmarks/certify_throughput.py``; 3 or 4 calls gained nothing more). Accelerators run
+  cores (``benchmarks/certify_throughput.py``; the measurement is in benchmarks/README.md;
+  more than 2 gained nothing). Accelerators run
   their calls in order anyway, and on several devices or hosts every device must see the
   collectives of its calls in the same order, which calls from several threads do not ensure.
   """

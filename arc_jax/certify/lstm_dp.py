@@ -258,7 +258,7 @@ def memoizing_scan(cell: RecurrentCell, sig: Signature, point_gates: iv.Value,
     return jax.lax.cond(position < longest, body, lambda carry, _: (carry, None), carry, x)
 
   # Rematerialise the body in the backward pass instead of storing every step's intermediates:
-  # 2.3-2.8x faster ARC training steps on CPU (memory traffic, not FLOPs, bounds this DP).
+  # memory traffic, not FLOPs, bounds this DP (benchmarks/README.md has the measurement).
   (states, valid, sums), _ = jax.lax.scan(jax.checkpoint(step), carry0, (jnp.arange(n_pad), xs))
   return tuple(a[0] for a in states), valid[0], (sums[0] if track_sums else None)
 
@@ -275,8 +275,7 @@ def _run_steps(cell: RecurrentCell, branches, track_sums: bool, domain: Domain,
     materialise: compute each new state once and store it (an optimisation barrier). Where a
       repetition's second copy reads the keep step's states, XLA otherwise fuses the cell's
       elementwise rest into every consumer (the joins, the next product's operands) and
-      recomputes it there: 1.30× certification on [(Del,2),(Ins,2)], 1.22× on [(Sub,2),(Ins,2)];
-      without repetitions it gained nothing.
+      recomputes it there, which costs more than storing it (measured in benchmarks/README.md).
 
   Returns:
     list of (carry, sums) per branch after all its steps. At step l the recurrent products

@@ -244,11 +244,10 @@ class PartsTrainStep:
   ∇L = Σ_p ∇S_p / max(Σ_p W_p, 1), the whole batch's gradient up to rounding. Part p draws its
   dropout masks from ``fold_in(step key, p)``, so a step's masks depend on the number of parts.
 
-  Why: XLA on CPU runs most of the interval DP's elementwise fusions on one core. On an idle
-  2-core machine, an ARC LSTM step on SST-2 in two halves at once took 0.79× the time of the
-  whole-batch step at width 20 (full grid) and 0.80× at width 12, but 1.3–1.7× at width 4,
-  where a step is a few milliseconds; over the first 24 batches of an epoch, 1.29× the steps
-  per second (``benchmarks/train_throughput.py``).
+  Why: XLA on CPU runs most of the interval DP's elementwise fusions on one core, so two halves
+  at once fill the idle cores of a multi-core CPU; on narrow grids, where a step is short, the
+  split costs more than it gains (``benchmarks/train_throughput.py``; measurements in
+  benchmarks/README.md).
   """
 
   def __init__(self, graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
