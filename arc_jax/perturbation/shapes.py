@@ -21,8 +21,7 @@ import numpy as np
 MAX_DP_SHAPES = 16
 """The default bound (``config.max_dp_shapes``, :func:`arc_jax.certify`): an S_review epoch of
 ARC training (15 shapes) and its dev certification (10) then stay under Linux's default map
-limit, for 1.37× the exact grids' DP work over the training epoch's batches; 1.03× for
-``[(Del,2),(Sub,2)]`` (16 shapes against 27), at most 1.005× for the Ins spaces."""
+limit, for a modest rise in DP work over the exact grids (benchmarks/README.md has the ratios)."""
 
 Shape = tuple[int, tuple[int, ...]]
 """(padded width N, budgets δ'_k of the DP grid)."""
@@ -72,9 +71,8 @@ def fit_shape_menu(counts: Mapping[Shape, int], max_shapes: int) -> ShapeMenu | 
   transformation), which every row fits; then it adds, one at a time, the candidate that lowers
   Σ_rows work(entry the row fits) the most, until it has ``max_shapes`` entries or no candidate
   lowers it (then every row runs on its exact shape). Candidates: every row width with every
-  row's budgets. Fitted to SST-2's three splits with 16 shapes, the rows' work is 1.37× that of
-  their exact shapes for S_review, 1.08× for ``[(Del,2),(Sub,2)]`` and at most 1.03× for the
-  Ins spaces (batches, which run on the largest of their rows, lose less: :data:`MAX_DP_SHAPES`).
+  row's budgets. The work it adds over the exact shapes is in benchmarks/README.md (batches,
+  which run on the largest of their rows, lose less than rows).
 
   Args:
     counts: exact shape (length bucket, reachable budgets) → number of rows.
