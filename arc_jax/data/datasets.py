@@ -11,7 +11,8 @@ a lock file beside it. Splits keep the order of their source files
 
 Examples are read back through the builder's TFDS data source as raw records and parsed with the
 ``tf.train.Example`` proto that TFDS ships (``tensorflow_datasets.proto``): the same bytes TFDS
-decodes, without its per-feature Python decoding, which is about 15 times slower.
+decodes, without its per-feature Python decoding, which dominates the read time (measured in
+benchmarks/README.md).
 """
 
 from __future__ import annotations
