@@ -22,7 +22,7 @@ if not os.environ.get("CI"):  # CI installs requirements.txt, which pins pdoc: n
 def build(args, cwd, env=None, code=None):
   command = [sys.executable, str(BUILD), *args] if code is None else [sys.executable, "-c", code]
   return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=300,
-                        check=False, env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})))
+                        check=False, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
 
 
 def test_the_api_reference_builds_without_a_warning(tmp_path):
@@ -64,9 +64,9 @@ def test_a_bad_reference_or_a_warning_of_pdoc_fails_the_build(tmp_path, referenc
   (tmp_path / "demo").mkdir()
   (tmp_path / "demo" / "__init__.py").write_text(
       textwrap.dedent(DEMO).format(reference=reference, all=names))
-  code = (f"import sys; sys.path[:0] = [{str(tmp_path)!r}, {str(BUILD.parent)!r}]; import build; "
-          f"build.PACKAGE = 'demo'; sys.exit(build.main(['--output', 'api']))")
-  done = build([], cwd=tmp_path, code=code)
+  code = "import sys, build; build.PACKAGE = 'demo'; sys.exit(build.main(['--output', 'api']))"
+  path = os.pathsep.join(map(str, (tmp_path, BUILD.parent, REPO)))
+  done = build([], cwd=tmp_path, code=code, env={"PYTHONPATH": path})
   assert (tmp_path / "api" / "demo.html").is_file(), done.stderr[-3000:]
   if warning is None:
     assert (done.returncode, done.stderr) == (0, ""), done.stderr[-3000:]

@@ -11,16 +11,17 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 from flax import nnx
 
 import arc_jax
 from arc_jax import metrics as metric_registry
+from arc_jax import per_example
 from arc_jax.attacks import Journal
 from arc_jax.certify import certify
 from arc_jax.data import paths
 from arc_jax.evaluation import (EvaluationError, _check, evaluate_run, load_experiment,
-                                per_example_path, read_per_example, results_path)
+                                results_path)
 from arc_jax.metrics import summarize_space_sizes
 from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
 
@@ -59,11 +60,11 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   assert results.pop("per_example_file") == "results.examples.tsv.gz"
   assert kept.pop("per_example_file") == "test_Del2Sub2.examples.tsv.gz"
   assert results == kept
-  assert (per_example_path(output).read_bytes()
+  assert (per_example.path_for(output).read_bytes()
           == (run / "eval" / "test_Del2Sub2.examples.tsv.gz").read_bytes())
   metrics = results["metrics"]
   # The per-example table: one row per test example, its columns agreeing with the counts.
-  table = read_per_example(output)
+  table = per_example.read(output)
   assert table["id"] == list(range(64)) and max(table["space_size"]) == results["space_size"]["max"]
   for name in ("acc", "cf", "ex", "hf"):
     assert sum(table[name]) == metrics[name]["count"], name

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from arc_jax import interval as iv
-from jit_variants import assert_boxes_enclose, assert_same_result, points_in
+from tests.helpers.jit_variants import assert_boxes_enclose, assert_same_result, points_in
 
 
 

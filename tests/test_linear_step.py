@@ -27,7 +27,7 @@ from arc_jax.linear_step import LINEAR_STEP, LinearStepDomain, _line
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.perturbation import PlanBuilder, parse_space
-from test_float_soundness import (SEQUENCE_FAMILIES, SHAPES, VOCAB, check_sequence,
+from tests.certify.test_float_soundness import (SEQUENCE_FAMILIES, SHAPES, VOCAB, check_sequence,
                                   random_model, random_sentence, random_space)
 
 

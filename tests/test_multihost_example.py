@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-from fake_data_root import cache_dir, data_root  # noqa: E402,F401  (fixtures)
+from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 SLURM_SCRIPT = REPO / "docs" / "multihost" / "train.slurm"

@@ -5,9 +5,8 @@ import gzip
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))
-from experiment_scripts import load_script  # noqa: E402
-from fake_data_root import write_data_root, write_gzip_lines  # noqa: E402
+from tests.helpers.experiment_scripts import load_script
+from tests.helpers.fake_data_root import write_data_root, write_gzip_lines
 
 slim_data = load_script("slim_data")
 VECTORS = "embeddings/w2v-movies.300d.txt.gz"

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from arc_jax.attacks import augment_batch, sample_member
 from arc_jax.attacks.augmentation import _uniform_below
 from arc_jax.perturbation import parse_space
-from reference_spaces import REF_SIZES, lexicons, ref_replacements, sentences
+from tests.helpers.reference_spaces import REF_SIZES, lexicons, ref_replacements, sentences
 
 KINDS = ["Del", "Ins", "Sub", "Trans1", "Trans2", "Trans3", "Trans4"]
 

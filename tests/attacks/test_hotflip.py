@@ -20,7 +20,7 @@ from arc_jax.attacks import hotflip
 from arc_jax.certify import certify
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.perturbation import bucket, parse_space
-from reference_spaces import ALPHABET, CHUNKS, lexicons, sentences
+from tests.helpers.reference_spaces import ALPHABET, CHUNKS, lexicons, sentences
 
 WORDS = ["<pad>"] + sorted(set(ALPHABET) | {"great", "fine", "awful", "film"})
 VOCAB = {w: i for i, w in enumerate(WORDS)}

@@ -16,9 +16,9 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
-from test_certify import (KINDS, S_REVIEW, SWAP, TOL, VOCAB, assert_sound, make_model,
+from tests.certify.test_certify import (KINDS, S_REVIEW, SWAP, TOL, VOCAB, assert_sound, make_model,
                           sentence_st, spaces)
 
 from arc_jax import interval as iv
@@ -28,8 +28,7 @@ from arc_jax.nn import LSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.train import ConfigError, default_config, validate
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import write_data_root  # noqa: E402
+from tests.helpers.fake_data_root import write_data_root
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -23,7 +23,7 @@ from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.perturbation import (PlanBuilder, ShapeMenu, on_reachable_grid, parse_space,
                                   reachable_signature)
-from jit_variants import assert_boxes_enclose, assert_same_result
+from tests.helpers.jit_variants import assert_boxes_enclose, assert_same_result
 
 
 

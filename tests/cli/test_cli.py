@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import cache_dir, data_root  # noqa: E402,F401  (fixtures)
+from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401  (fixtures)
 
-from arc_jax.train import default_config  # noqa: E402
-from arc_jax.train.config import FIELD_HELP  # noqa: E402
+from arc_jax.train import default_config
+from arc_jax.train.config import FIELD_HELP
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN, EVALUATE = str(REPO / "experiments" / "train.py"), str(REPO / "experiments" / "evaluate.py")

@@ -12,7 +12,7 @@ import pytest
 from arc_jax.data import datasets
 from arc_jax.data.paths import DataFileNotFoundError
 from arc_jax.data.trees import parse_tree
-from fake_data_root import (IMDB_SPLITS, SST2_DEV, SST2_TRAIN, TREES, cache_dir, data_root,
+from tests.helpers.fake_data_root import (IMDB_SPLITS, SST2_DEV, SST2_TRAIN, TREES, cache_dir, data_root,
                             write_data_root)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from arc_jax.data import embeddings
-from fake_data_root import DIM, VECTOR_WORDS, data_root, vector
+from tests.helpers.fake_data_root import DIM, VECTOR_WORDS, data_root, vector
 
 
 def _write(path, lines):

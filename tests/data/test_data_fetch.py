@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from arc_jax.data import fetch, load_stopwords, load_synonyms, paths, prepare_lstm_data
-from fake_data_root import IMDB_TEST, IMDB_TRAIN, write_data_root
+from tests.helpers.fake_data_root import IMDB_TEST, IMDB_TRAIN, write_data_root
 
 REAL = Path(os.environ["ARC_DATA_DIR"])
 requires_real_data = pytest.mark.skipif(not (REAL / "sst2").is_dir(),

@@ -7,7 +7,7 @@ import pytest
 
 from arc_jax.data import iterate_batches, prepare_lstm_data, prepare_tree_data
 from arc_jax.perturbation import PlanBuilder, data_space
-from fake_data_root import SST2_TRAIN, cache_dir, data_root
+from tests.helpers.fake_data_root import SST2_TRAIN, cache_dir, data_root
 
 
 def test_lstm_data(data_root, cache_dir):

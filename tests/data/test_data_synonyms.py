@@ -5,7 +5,7 @@ import pytest
 from arc_jax import parse_space
 from arc_jax.data import synonyms
 from arc_jax.data.paths import DataFileNotFoundError
-from fake_data_root import data_root
+from tests.helpers.fake_data_root import data_root
 
 
 def test_counterfitted_dedupes_and_drops_the_word_itself(data_root):

@@ -4,7 +4,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def load_script(name: str):

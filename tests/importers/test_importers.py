@@ -15,7 +15,7 @@ from flax import linen, nnx, serialization
 from arc_jax.cli import import_model as import_cli
 from arc_jax.importers import (ImporterError, import_checkpoint, import_params, import_state_dict,
                                write_kept_model)
-from importer_fixtures import (SENTENCES, SYNONYMS, WORDS, both_directions, certify_and_enumerate,
+from tests.helpers.importer_fixtures import (SENTENCES, SYNONYMS, WORDS, both_directions, certify_and_enumerate,
                                kept_logits, random_torch, torch_reference, two_logits)
 
 TOLERANCE = 1e-5

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from arc_jax.cli import import_model as import_cli
-from importer_fixtures import SYNONYMS, WORDS, certify_and_enumerate, kept_logits, two_logits
+from tests.helpers.importer_fixtures import SYNONYMS, WORDS, certify_and_enumerate, kept_logits, two_logits
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

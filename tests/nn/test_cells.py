@@ -11,7 +11,7 @@ from flax import nnx
 from arc_jax import interval as iv
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.nn.tree_models import TreeLSTMCell
-from jit_variants import assert_boxes_enclose, assert_same_result, points_in
+from tests.helpers.jit_variants import assert_boxes_enclose, assert_same_result, points_in
 
 IN, HIDDEN, ROWS = 4, 3, 2
 

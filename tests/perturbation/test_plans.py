@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from arc_jax.perturbation import (
     LENGTH_BUCKETS, PlanBuilder, bucket, custom, parse_space, reverse_plan)
-from reference_spaces import ALPHABET, REF_SIZES, lexicons, ref_replacements, sentences
+from tests.helpers.reference_spaces import ALPHABET, REF_SIZES, lexicons, ref_replacements, sentences
 
 CUSTOM = {
     "Swap": custom("Swap", 2, 2, match=lambda w: w[0] != w[1], replace=lambda w: [(w[1], w[0])]),

@@ -4,14 +4,14 @@ string to the experiment's space (training and evaluation build it the same way)
 import sys
 
 import pytest
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 
 from arc_jax import custom, parse_space, register_transformation
 from arc_jax.data import paths
 from arc_jax.perturbation import transformations
 from arc_jax.train import ConfigError, build_experiment, validate
 
-PLUGIN = "transformation_plugin"  # tests/transformation_plugin.py
+PLUGIN = "tests.helpers.transformation_plugin"
 
 
 @pytest.fixture(name="registry")

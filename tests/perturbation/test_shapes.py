@@ -14,7 +14,7 @@ from arc_jax.perturbation import (PlanBuilder, ShapeMenu, fit_shape_menu, parse_
                                   reachable_signature)
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES, work
 from arc_jax.train.experiment import build_experiment
-from reference_spaces import ALPHABET, lexicons, sentences
+from tests.helpers.reference_spaces import ALPHABET, lexicons, sentences
 
 try:
   paths.find_data_file("sst2/train.tsv.gz")

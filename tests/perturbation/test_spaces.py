@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arc_jax.perturbation import STANDARD_NAMES, Space, SpecError, custom, parse_space
-from reference_spaces import REF_SIZES, lexicons, ref_replacements, sentences
+from tests.helpers.reference_spaces import REF_SIZES, lexicons, ref_replacements, sentences
 
 FAST = settings(max_examples=60, deadline=None)
 

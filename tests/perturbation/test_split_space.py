@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-import test_certify as tc
+import tests.certify.test_certify as tc
 from arc_jax.certify import certify, certify_model
 from arc_jax.certify.augmented import (certify_intervals, certify_split, check_interval_space,
                                        member_plan, worst_margins)
@@ -23,7 +23,7 @@ from arc_jax.data import Batch
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.perturbation.split import Member, split_space
 from arc_jax.train.augmented import augmented_objective
-from reference_spaces import lexicons, sentences
+from tests.helpers.reference_spaces import lexicons, sentences
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arc_jax.perturbation import STANDARD_NAMES, Transformation, custom, standard_transformation
-from reference_spaces import ALPHABET, REF_SIZES, STOP, lexicons, ref_replacements, sentences
+from tests.helpers.reference_spaces import ALPHABET, REF_SIZES, STOP, lexicons, ref_replacements, sentences
 
 FAST = settings(max_examples=60, deadline=None)
 

@@ -20,7 +20,7 @@ from arc_jax.data.tree_batching import hu_schedule
 from arc_jax.data.trees import from_nested, to_nested
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, rewrite_leaves, tree_space
-from reference_spaces import ref_replacements
+from tests.helpers.reference_spaces import ref_replacements
 
 STOP = ("a", "the", "to")
 WORDS = ("a", "the", "to", "good", "movie", "film", "fine", "x")

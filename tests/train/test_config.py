@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES

@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
-from fake_data_root import cache_dir, data_root  # noqa: E402,F401  (fixtures)
-from test_cli import EVALUATE, REPO, TINY, TRAIN, lines, run, tensorboard_scalars  # noqa: E402
+from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401  (fixtures)
+from tests.cli.test_cli import EVALUATE, REPO, TINY, TRAIN, lines, run, tensorboard_scalars
 
 # Two epochs of 5 steps, a checkpoint every 2 steps (and at the end of each epoch).
 SHORT = [a for a in TINY if not a.startswith("--config.num_epochs")] + [

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import (cache_dir, data_root, write_data_root,  # noqa: E402,F401
+from tests.helpers.fake_data_root import (cache_dir, data_root, write_data_root,  # noqa: F401
                             write_gzip_lines)
 
 from arc_jax.data import DataFileError

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import use_random_sst2  # noqa: E402
+from tests.helpers.fake_data_root import use_random_sst2
 
 from arc_jax import load_run
 from arc_jax.certify import certify

@@ -273,7 +273,7 @@ except paths.DataFileNotFoundError as missing:
 def test_an_exported_run_travels(tmp_path, monkeypatch):
   """experiments/export.py on a freshly trained run: portable config, model card, data in the
   store beside the destination; the export then loads and certifies with no data."""
-  from experiment_scripts import load_script  # pylint: disable=import-outside-toplevel
+  from tests.helpers.experiment_scripts import load_script  # pylint: disable=import-outside-toplevel
   from arc_jax.train import train_and_evaluate  # pylint: disable=import-outside-toplevel
   config = load_script("configs/normal").get_config()
   config.num_train = config.num_dev = config.num_test = 32

@@ -10,7 +10,7 @@ from arc_jax import interval as iv
 from arc_jax.certify import Certificate
 from arc_jax.train import max_of_means_loss, worst_case_loss
 from arc_jax.train.losses import arc_loss, cross_entropy, node_cross_entropy
-from jit_variants import assert_same_result
+from tests.helpers.jit_variants import assert_same_result
 
 
 def random_certificate(rng, labels):

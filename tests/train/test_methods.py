@@ -10,8 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import use_random_sst2  # noqa: E402
+from tests.helpers.fake_data_root import use_random_sst2
 
 from arc_jax.certify import certify_model
 from arc_jax.train import METHODS, Method, default_config, register_method, train_and_evaluate

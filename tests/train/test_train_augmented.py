@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import cache_dir, data_root  # noqa: E402,F401
+from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401
 
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 from arc_jax.data import iterate_batches
 from arc_jax.perturbation.split import split_space
 from arc_jax.train import (METHODS, ConfigError, build_experiment, default_config,

@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import cache_dir, data_root  # noqa: E402,F401
+from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401
 
 from arc_jax.data import iterate_batches
 from arc_jax.train import METHODS, build_experiment, default_config, train_and_evaluate

@@ -17,8 +17,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
-from fake_data_root import write_data_root, write_gzip_lines  # noqa: E402
+from tests.helpers.fake_data_root import write_data_root, write_gzip_lines
 
 from arc_jax.train import METHODS, Method, default_config, register_method, train_and_evaluate
 from arc_jax.train.methods import random_members

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 
 from arc_jax.data import paths
 from arc_jax.train import METHODS, build_experiment, train_and_evaluate

@@ -30,8 +30,8 @@ from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.verify import WINDOW_RULES, verify
 from arc_jax.verify import subspaces as sub
-from test_certify import SWAP, VOCAB, certify_batch, concrete_logits, make_model
-from test_certify_inputs import one_line
+from tests.certify.test_certify import SWAP, VOCAB, certify_batch, concrete_logits, make_model
+from tests.certify.test_certify_inputs import one_line
 
 
 @pytest.fixture(autouse=True, scope="module")
