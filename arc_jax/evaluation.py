@@ -31,7 +31,6 @@ default).
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -46,7 +45,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from arc_jax import metrics as metric_registry
-from arc_jax import parallel
+from arc_jax import parallel, per_example
 from arc_jax.attacks.journal import Journal, digest
 from arc_jax.data.paths import data_folder
 from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
@@ -325,28 +324,9 @@ def per_example_table(labels, sizes: Sequence[int], flags: dict[str, np.ndarray]
   return table
 
 
-def per_example_path(path) -> Path:
-  """``test_Del2Sub2.json`` → ``test_Del2Sub2.examples.tsv.gz``."""
-  path = Path(path)
-  return path.with_name(path.name.removesuffix(".json") + ".examples.tsv.gz")
-
-
 def without_table(results: dict[str, Any]) -> dict[str, Any]:
   """The results without their per-example table (what is printed and written as JSON)."""
   return {key: value for key, value in results.items() if key != PER_EXAMPLE}
-
-
-def read_per_example(path) -> dict[str, list]:
-  """The table :func:`write_results` wrote beside ``path`` (a results file or the table file),
-  columns of ints and floats."""
-  path = Path(path)
-  table_file = path if path.name.endswith(".examples.tsv.gz") else per_example_path(path)
-  with gzip.open(table_file, "rt") as f:
-    header, *lines = f.read().splitlines()
-  names = header.split("\t")
-  rows = [line.split("\t") for line in lines]
-  return {name: [float(row[i]) if any(c in row[i] for c in ".en") else int(row[i])
-                 for row in rows] for i, name in enumerate(names)}
 
 
 def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
@@ -412,18 +392,14 @@ def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
 
 
 def write_results(results: dict[str, Any], path) -> None:
-  """The results as JSON at ``path``; their per-example table (if any) as a tab-separated,
-  gzipped file beside it (:func:`per_example_path`; byte-identical for identical results), which
-  the JSON names under ``"per_example_file"``."""
+  """The results as JSON at ``path``; their per-example table (if any) beside it
+  (:mod:`arc_jax.per_example`), named in the JSON under ``"per_example_file"``."""
   path = Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   table = results.get(PER_EXAMPLE)
   results = without_table(results)
   if table is not None:
-    table_file = per_example_path(path)
-    lines = ["\t".join(table)] + ["\t".join(map(str, row)) for row in zip(*table.values())]
-    with open(table_file, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
-                                                      filename="") as f:
-      f.write(("\n".join(lines) + "\n").encode())
+    table_file = per_example.path_for(path)
+    per_example.write(table, table_file)
     results["per_example_file"] = table_file.name
   path.write_text(json.dumps(results, indent=2) + "\n")

@@ -6,7 +6,7 @@ file given (or every ``results/*/eval/*.json`` without a ``per_example_file``), 
 same evaluation (split, space, lexicon, example subset, metrics, shortcut or audit, beam, the
 verifier's node limit) on the run's kept model, refuses to write anything unless every metric's
 count and the checkpoint are the committed ones, and then writes the table beside the file
-(:func:`arc_jax.evaluation.write_results`'s format) and adds its name to the JSON, whose numbers
+(:mod:`arc_jax.per_example`) and adds its name to the JSON, whose numbers
 stay as committed (the timings of the re-evaluation are not theirs).
 
   python experiments/per_example.py --max-seconds 120      # every file that took under 2 min
@@ -45,7 +45,8 @@ def reevaluate(path: pathlib.Path) -> dict:
   Returns a JSON-ready line: the file, the seconds taken, and ``reproduced`` (or the
   differences)."""
   # pylint: disable=import-outside-toplevel  (JAX starts only when there is work)
-  from arc_jax.evaluation import PER_EXAMPLE, evaluate_run, per_example_path, write_results
+  from arc_jax import per_example
+  from arc_jax.evaluation import PER_EXAMPLE, evaluate_run
   committed = json.loads(path.read_text())
   metrics = committed["metrics"]
   run = path.parent.parent
@@ -68,14 +69,10 @@ def reevaluate(path: pathlib.Path) -> dict:
   if differences:
     return {"file": str(path), "seconds": seconds, "reproduced": False,
             "differences": differences}
-  scratch = path.with_name(path.name + ".scratch.json")
-  write_results({"metrics": {}, PER_EXAMPLE: fresh[PER_EXAMPLE]}, scratch)
-  scratch.unlink()  # only the table is kept
-  per_example_path(scratch).rename(per_example_path(path))
-  path.write_text(json.dumps({**committed, "per_example_file": per_example_path(path).name},
-                             indent=2) + "\n")
-  return {"file": str(path), "seconds": seconds, "reproduced": True,
-          "table": per_example_path(path).name}
+  table_file = per_example.path_for(path)
+  per_example.write(fresh[PER_EXAMPLE], table_file)
+  path.write_text(json.dumps({**committed, "per_example_file": table_file.name}, indent=2) + "\n")
+  return {"file": str(path), "seconds": seconds, "reproduced": True, "table": table_file.name}
 
 
 def main(argv=None) -> int:

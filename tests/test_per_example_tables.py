@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from arc_jax.evaluation import read_per_example
+from arc_jax import per_example
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "results"
 WITH_TABLES = sorted(p for p in RESULTS.glob("*/eval/*.json")
@@ -19,7 +19,7 @@ def test_some_results_have_tables():
 @pytest.mark.parametrize("path", WITH_TABLES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_table_matches_its_results(path):
   results = json.loads(path.read_text())
-  table = read_per_example(path.with_name(results["per_example_file"]))
+  table = per_example.read(path)
   assert table["id"] == list(range(results["examples"]))
   assert max(table["space_size"]) == results["space_size"]["max"]
   for name, metric in results["metrics"].items():

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 
 report = load_script("report")
 
@@ -73,3 +73,24 @@ def test_installed_report_prints_no_paper_numbers_unless_given_a_table(tmp_path,
   assert capsys.readouterr().out.splitlines()[2].endswith("| 1.0 / 2.0 / – / 4.0 |")
   with pytest.raises(SystemExit):
     installed.main([str(tmp_path / "arc_bi"), "--paper", str(tmp_path / "none.py")])
+
+
+def test_intervals_and_paired_tests_from_per_example_tables(tmp_path, capsys):
+  from arc_jax import per_example  # noqa: PLC0415
+  from arc_jax.cli import report as installed  # noqa: PLC0415
+  cf = {"arc": [1, 1, 1, 1, 1, 1, 1, 0], "normal": [0, 0, 0, 0, 0, 0, 1, 0]}
+  for method, flags in cf.items():
+    folder = tmp_path / method
+    write_run(folder, {"method": method}, {})
+    (folder / "eval").mkdir()
+    per_example.write({"id": list(range(8)), "cf": flags}, folder / "eval" / "t.examples.tsv.gz")
+    (folder / "eval" / "t.json").write_text(json.dumps({
+        "space": "[(Del,2),(Sub,2)]", "split": "test", "first": None,
+        "per_example_file": "t.examples.tsv.gz",
+        "metrics": {"cf": {"value": sum(flags) / 8, "count": sum(flags), "total": 8}}}))
+  assert installed.main([str(tmp_path / "arc"), str(tmp_path / "normal"), "--intervals",
+                         "--paired"]) == 0
+  out = capsys.readouterr().out
+  assert "| 87.5 [52.9, 97.8] |" in out  # Wilson's 95% interval of 7 / 8
+  # ARC certifies 6 examples the baseline does not, the baseline none ARC does not: 2 / 2^6.
+  assert "| arc | normal (normal) | CF | 6 | 0 | 0.0312 |" in out

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from experiment_scripts import load_script
+from tests.helpers.experiment_scripts import load_script
 
 reproduce = load_script("reproduce")
 report = load_script("report")

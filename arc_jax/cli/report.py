@@ -19,6 +19,7 @@ import re
 import sys
 from pathlib import Path
 
+from arc_jax import per_example, stats
 from arc_jax.cli import common
 
 RESULTS = Path("results")
@@ -47,8 +48,14 @@ def method_name(config: dict) -> str:
   return f"{config['method']}({abstracted})" if abstracted else config["method"]
 
 
-def _percent(value: float | None) -> str:
-  return "–" if value is None else f"{100 * value:.1f}"
+def _percent(metric: dict | None, intervals: bool = False) -> str:
+  """A metric's rate in percent, with its 95% Wilson interval when ``intervals``."""
+  if metric is None:
+    return "–"
+  if not intervals:
+    return f"{100 * metric['value']:.1f}"
+  lo, hi = stats.wilson_interval(metric["count"], metric["total"])
+  return f"{100 * metric['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def load_paper(path: Path) -> dict:
@@ -76,17 +83,19 @@ def rows(folder: Path, paper: dict | None = None) -> list[dict]:
     key = (model_kind(config), method_name(config), space_key(results["space"]))
     out.append({"run": folder.name, "file": path.name, "model": key[0], "method": key[1],
                 "space": results["space"], "split": results["split"],
-                "measured": {m: metrics[m]["value"] if m in metrics else None for m in METRICS},
+                "first": results.get("first"), "path": path,
+                "measured": {m: metrics.get(m) for m in METRICS},
                 "paper": (paper or {}).get(key)})
   return out
 
 
-def markdown(table: list[dict]) -> str:
+def markdown(table: list[dict], intervals: bool = False) -> str:
+  """The rows as a markdown table (rates with 95% Wilson intervals when ``intervals``)."""
   lines = ["| run (file) | model | method | space | split | " + " | ".join(HEADER)
            + " | paper " + " / ".join(HEADER) + " |",
            "|" + "---|" * (5 + len(HEADER) + 1)]
   for row in table:
-    measured = [_percent(row["measured"][m]) for m in METRICS]
+    measured = [_percent(row["measured"][m], intervals) for m in METRICS]
     paper = " / ".join("–" if v is None else f"{v:.1f}" for v in row["paper"]) if row[
         "paper"] else "–"
     lines.append(f"| {row['run']} ({row['file']}) | {row['model']} | {row['method']} | "
@@ -95,11 +104,49 @@ def markdown(table: list[dict]) -> str:
   return "\n".join(lines) + "\n"
 
 
+def paired(table: list[dict]) -> list[dict]:
+  """McNemar's exact test of ARC against every other method evaluated on the same model kind,
+  space, split and examples, per metric both measured, from their per-example tables
+  (:mod:`arc_jax.per_example`; rows without one are left out)."""
+  with_tables = [row for row in table if per_example.has_table(row["path"])]
+  out = []
+  for arc in (row for row in with_tables if row["method"] == "arc"):
+    for other in with_tables:
+      same = all(other[k] == arc[k] for k in ("model", "split", "first")) and (
+          space_key(other["space"]) == space_key(arc["space"]))
+      if other is arc or other["method"] == "arc" or not same:
+        continue
+      mine, theirs = per_example.read(arc["path"]), per_example.read(other["path"])
+      if mine["id"] != theirs["id"]:
+        continue
+      for m in METRICS:
+        if m in mine and m in theirs:
+          out.append({"model": arc["model"], "space": arc["space"], "split": arc["split"],
+                      "arc": arc["run"], "other": other["run"], "method": other["method"],
+                      "metric": m, **stats.mcnemar(mine[m], theirs[m])})
+  return out
+
+
+def paired_markdown(tests: list[dict]) -> str:
+  lines = ["| model | space | split | ARC run | against | metric | only ARC | only the other "
+           "| McNemar p |", "|" + "---|" * 9]
+  for t in tests:
+    lines.append(f"| {t['model']} | `{t['space']}` | {t['split']} | {t['arc']} | {t['other']} "
+                 f"({t['method']}) | {t['metric'].upper()} | {t['only_first']} | "
+                 f"{t['only_second']} | {t['p_value']:.3g} |")
+  return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
   parser = common.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("folders", nargs="*", type=Path,
                       help="run result folders (default: every folder of results/)")
   parser.add_argument("--output", type=Path, help="also write the table here")
+  parser.add_argument("--intervals", action="store_true",
+                      help="print each rate with its 95%% Wilson interval")
+  parser.add_argument("--paired", action="store_true",
+                      help="also print McNemar's exact test of ARC against each other method on "
+                      "the same model, space and examples (from the per-example tables)")
   parser.add_argument("--paper", type=Path, metavar="FILE",
                       help="Python file whose TABLES_2_3 gives the numbers to print beside the "
                       "measured ones, e.g. experiments/paper.py (default: none)")
@@ -115,7 +162,10 @@ def main(argv=None) -> int:
   if args.paper is not None and not args.paper.is_file():
     parser.error(f"--paper {args.paper}: no such file.")
   paper = load_paper(args.paper) if args.paper is not None else None
-  table = markdown([row for folder in folders for row in rows(folder, paper)])
+  found = [row for folder in folders for row in rows(folder, paper)]
+  table = markdown(found, args.intervals)
+  if args.paired:
+    table += "\n" + paired_markdown(paired(found))
   if args.output:
     args.output.write_text(table)
   print(table, end="")
