@@ -6,7 +6,7 @@ cross-entropy, ARC's, A3T's, ...), a ``batch_transform`` factory that rewrites e
 (or None), and a selection metric; registered under a name that configs select with
 ``config.method``. Data augmentation and HotFlip adversarial training are the clean objective
 with a transform (each batch of B rows becomes 2B rows, x and one member of S(x): the model
-family's ``sample`` or ``attack`` partners, doubled by :meth:`Experiment.doubled`, so they serve
+family's ``sample`` or ``attack`` partners, doubled by :meth:`~arc_jax.train.built.Built.doubled`, so they serve
 sentences and trees alike); ARC is its objective on a curriculum; ARC-A3T and A3T
 (:mod:`arc_jax.train.augmented`) bring both a transform and an objective.
 """
