@@ -89,3 +89,24 @@ def test_delta_table_matches_the_verifier_runs():
 def test_no_enumeration_beyond_delta_two(delta):
   """The docs say EX is not run from δ = 3 on; the committed files agree."""
   assert "ex" not in _rates("arc_lstm_sub2ins2", f"[(Ins,{delta}),(Sub,{delta})]")
+
+
+def test_against_original_table_matches_its_json():
+  rows = _table_rows((ROOT / "docs" / "HOW_IT_WORKS.md").read_text(),
+                     "| kept model, space | certified by both")
+  runs = {"ARC LSTM": {"[(Del,2),(Sub,2)]": "arc_lstm_del2sub2", "[(Sub,2),(Ins,2)]":
+                       "arc_lstm_sub2ins2", "[(Del,2),(Ins,2)]": "arc_lstm_del2ins2"},
+          "Normal LSTM": dict.fromkeys(("[(Del,2),(Sub,2)]", "[(Sub,2),(Ins,2)]",
+                                        "[(Del,2),(Ins,2)]"), "normal_lstm")}
+  assert len(rows) == 6
+  for row in rows:
+    kind, spec = (part.strip(" `") for part in row[0].split(",", 1))
+    files = [p for p in (RESULTS / "benchmarks").glob("against_original_*.json")
+             if json.loads(p.read_text())["run"] == f"results/{runs[kind][spec]}"
+             and _space_key(json.loads(p.read_text())["space"]) == _space_key(spec)]
+    assert len(files) == 1, row
+    summary = json.loads(files[0].read_text())["summary"]
+    assert summary["compared"] == 1821 and not summary["prediction_differs"]
+    assert [int(c.replace(",", "")) for c in row[1:4]] == [
+        summary["certified_both"], summary["certified_only_arc_jax"],
+        summary["certified_only_original"]], row
