@@ -24,6 +24,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from arc_jax.data import ExperimentData
+from arc_jax.settings import Settings
 
 
 class Placed(NamedTuple):
@@ -108,6 +109,8 @@ class ModelFamily:
       a train step may then compute its gradient on parts of a batch in concurrent calls
       (:func:`arc_jax.train.steps.make_train_step`). None keeps batches whole (tree batches
       share one merge schedule).
+    settings: the family's own config block (``config.<settings.name>``, read by its
+      ``make_model`` and ``prepare_data``), or None.
   """
 
   name: str
@@ -136,3 +139,4 @@ class ModelFamily:
   unsupported_methods: tuple[str, ...] = ()
   group: Callable[[Any, Any], tuple[int, ...]] | None = None
   take_rows: Callable[[Any, Any, int], Any] | None = None
+  settings: Settings | None = None
