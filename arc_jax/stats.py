@@ -57,3 +57,22 @@ def mcnemar(first: Sequence[bool], second: Sequence[bool]) -> dict:
   n, k = b + c, min(b, c)
   tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n if n else 1.0
   return {"only_first": b, "only_second": c, "p_value": min(1.0, 2 * tail)}
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+  """The mean and the sample standard deviation (n − 1 in the denominator) of ``values``: the
+  spread of a rate over training seeds.
+
+  Raises:
+    ValueError: fewer than two values (one run has no spread to estimate).
+  """
+  if len(values) < 2:
+    raise ValueError(f"mean ± sd needs at least two values, got {len(values)}.")
+  mean = sum(values) / len(values)
+  return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def format_p(p: float) -> str:
+  """A p-value in three significant digits (``0.0123``, ``4.56e-07``); ``< 1e-300`` for one
+  that underflows to 0."""
+  return "< 1e-300" if p == 0 else f"{p:.3g}"
