@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import runs
@@ -28,12 +29,13 @@ PAIRED_METRICS = ("cf", "ex")
 
 INTERVALS_NOTE = (
     "Each of our rates is a percentage with its 95% Wilson score interval in brackets, "
-    "`74.5 [72.4, 76.5]`, from the count and n its results file records (`arc_jax.stats`; "
+    "`74.5 [72.5, 76.5]`, from the count and n its results file records (`arc_jax.stats`; "
     "about ±2 points at n = 1,821, ±9 on 100 sentences); the paper's numbers, whose counts are "
     "not published, have none. Each row is one training run (seed 0); where runs of seeds 1 and 2 "
     "are kept too (`<run>_seed1`, `<run>_seed2`), a row below it gives the mean ± sd (sample sd) "
-    "over the seeds done, and today there are none. The last table tests ARC against each "
-    "baseline on the same examples.")
+    "over the seeds done{none_yet}. The last table tests ARC against each baseline on the same "
+    "examples.")
+"""The line above the generated tables; ``{none_yet}`` says when no cell has two seeds yet."""
 
 
 def _fmt(value: float | None) -> str:
@@ -246,13 +248,13 @@ def paired(all_cells: list[Cell]) -> list[dict]:
 
 def paired_markdown(tests: list[dict]) -> str:
   """The table "ARC against each baseline, paired" (:func:`paired`)."""
-  lines = ["### ARC against each baseline, paired", "",
-           "McNemar's exact test on the same test examples, from the per-example tables "
-           "(`*.examples.tsv.gz`) beside the results files named: b counts the examples ARC "
-           "certifies (CF) or is robust on (EX) and the other model not, c the reverse, and p "
-           "is the two-sided exact p-value (`arc_jax.stats.mcnemar`). Every pair of the tables "
-           "above where both cells are measured is listed; where a results file has no "
-           "per-example table yet, the row says so.", "",
+  lines = ["### ARC against each baseline, paired", "", textwrap.fill(
+      "McNemar's exact test on the same test examples, from the per-example tables "
+      "(`*.examples.tsv.gz`) beside the results files named: b counts the examples ARC "
+      "certifies (CF) or is robust on (EX) and the other model not, c the reverse, and p is the "
+      "two-sided exact p-value (`arc_jax.stats.mcnemar`). Every pair of the tables above where "
+      "both cells are measured is listed; where a results file has no per-example table yet, "
+      "the row says so.", 99), "",
            "| table | space | metric | ARC: results file | against | its results file | "
            "b (only ARC) | c (only the other) | McNemar p |", "|" + "---|" * 9]
   name = lambda path: f"`{path.relative_to(runs.RESULTS)}`"  # noqa: E731
@@ -325,7 +327,9 @@ def write_readme(selected: list[Cell], runs_dir: Path, figure_paths: list[Path] 
   and the list of figures."""
   readme = runs.RESULTS / "README.md"
   text = readme.read_text() if readme.exists() else "# Results\n"
-  block = (f"{GENERATED_BEGIN}\n{INTERVALS_NOTE}\n\n"
+  none_yet = "" if any(over_seeds(c) for c in selected) else " (none yet: one seed per cell)"
+  note = textwrap.fill(INTERVALS_NOTE.format(none_yet=none_yet), 99)
+  block = (f"{GENERATED_BEGIN}\n{note}\n\n"
            f"{tables(selected, runs_dir, intervals=True)}\n"
            f"{paired_markdown(paired(selected))}\n{figure_list(list(figure_paths))}"
            f"{GENERATED_END}")

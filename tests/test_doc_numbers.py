@@ -11,6 +11,8 @@ import re
 
 import pytest
 
+from arc_jax import per_example, stats
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 
@@ -110,3 +112,117 @@ def test_against_original_table_matches_its_json():
     assert [int(c.replace(",", "")) for c in row[1:4]] == [
         summary["certified_both"], summary["certified_only_arc_jax"],
         summary["certified_only_original"]], row
+
+
+# results/README.md's generated tables: every rate with its Wilson interval, the paired McNemar
+# table; both recomputed here from the committed files with arc_jax.stats alone.
+
+_RATE = re.compile(r"^(\d+\.\d) \[(\d+\.\d), (\d+\.\d)\]")
+_REVIEW = "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]"
+
+
+def _generated():
+  text = (RESULTS / "README.md").read_text()
+  return text.split("<!-- reproduce.py: generated tables begin -->", 1)[1].split(
+      "<!-- reproduce.py: generated tables end -->", 1)[0]
+
+
+def _generated_tables():
+  """(table name, header cells, body rows) of each generated table with a ``| row |`` header."""
+  sections = re.split(r"^### ", _generated(), flags=re.M)[1:]
+  for section in sections:
+    name = section.splitlines()[0]
+    if "\n| row | space | run |" not in section:
+      continue
+    header = [c.strip() for c in section[section.index("| row |"):].splitlines()[0].strip(
+        "|").split("|")]
+    yield name, header, _table_rows(section, "| row |")
+
+
+def _where(table, row, column):
+  """(space key, first, max_candidates or None for any) of a generated row's evaluations."""
+  if column.startswith("["):
+    return _space_key(column), None, None
+  if column.startswith("δ="):
+    delta = column[2:]
+    return _space_key(f"[(Ins,{delta}),(Sub,{delta})]"), None, None
+  if column == "S_review":
+    return _space_key(_REVIEW), None, 1 if "1 candidate per word" in row else 0
+  assert table == "[(Sub,3)]", (table, column)
+  return _space_key("[(Sub,3)]"), 100 if column == "first 100" else None, None
+
+
+def _records(run, where):
+  key, first, max_candidates = where
+  paths = sorted((RESULTS / run).glob("eval/*.json")) + sorted((RESULTS / run).glob("test_*.json"))
+  for path in paths:
+    record = json.loads(path.read_text())
+    if (isinstance(record, dict) and "metrics" in record and record["split"] == "test"
+        and _space_key(record["space"]) == key and record.get("first") == first
+        and max_candidates in (None, record.get("max_candidates"))):
+      yield record
+
+
+def _interval_text(metric):
+  lo, hi = stats.wilson_interval(metric["count"], metric["total"])
+  return (f"{100 * metric['value']:.1f}", f"{100 * lo:.1f}", f"{100 * hi:.1f}")
+
+
+def test_every_rate_in_the_results_readme_carries_its_wilson_interval():
+  checked = 0
+  columns = {"Acc": "acc", "HF": "hf", "CF": "cf", "EX": "ex", "exact (≤ with unknowns)": "exact"}
+  for table, header, rows in _generated_tables():
+    for row in rows:
+      if "mean ± sd" in row[0]:
+        continue  # a mean over seeds: tests/test_readme_uncertainty.py
+      run = row[2].split()[0]
+      records = list(_records(run, _where(table, row[0], row[1].strip("`"))))
+      for name, metric in columns.items():
+        if name not in header:
+          continue
+        cell = row[header.index(name)]
+        if cell.startswith("–"):
+          continue  # not measured (or, for EX, not enumerated): no rate
+        match = _RATE.match(cell)
+        assert match, f"no interval: {table} / {row[0]} / {row[1]} / {name}: {cell!r}"
+        found = [r["metrics"][metric] for r in records if metric in r["metrics"]]
+        if not found and metric == "ex":  # EX from the complete verifier, nothing unknown
+          found = [r["metrics"]["exact"] for r in records
+                   if r["metrics"].get("exact", {}).get("unknowns") == 0]
+        assert match.groups() in [_interval_text(m) for m in found], (
+            table, row[0], row[1], name, cell, [_interval_text(m) for m in found])
+        checked += 1
+  assert checked > 250  # every done cell of every table
+
+
+def _paired_rows():
+  section = _generated().split("### ARC against each baseline, paired", 1)[1]
+  return _table_rows(section, "| table | space | metric |")
+
+
+def test_paired_table_matches_mcnemar_on_the_committed_per_example_tables():
+  rows = _paired_rows()
+  tested = 0
+  for table, _space, metric, arc_file, against, other_file, b, c, p in rows:
+    paths = [RESULTS / name.strip("`") for name in (arc_file, other_file)]
+    records = [json.loads(path.read_text()) for path in paths]
+    assert records[0]["split"] == records[1]["split"] == "test", (table, against)
+    assert _space_key(records[0]["space"]) == _space_key(records[1]["space"]), (table, against)
+    assert records[0].get("first") == records[1].get("first"), (table, against)
+    run = paths[0].relative_to(RESULTS).parts[0]
+    assert run.startswith("arc_") and not run.startswith("arc_a3t"), paths[0]  # ARC's own file
+    column = {"CF": "cf", "EX": "ex", "EX (exact verifier)": "exact"}[metric]
+    has = [per_example.has_table(path) for path in paths]
+    if b.startswith("no per-example table"):
+      named = {"ARC's": [True, False], "the other's": [False, True],
+               "ARC's and the other's": [True, True]}[b[b.index("(") + 1:b.rindex(")")]]
+      assert [not h for h in has] == named, (table, against, metric, b)
+      assert (c, p) == ("–", "–")
+      continue
+    first, second = (per_example.read(path) for path in paths)
+    assert first["id"] == second["id"]
+    result = stats.mcnemar(first[column], second[column])
+    assert (int(b), int(c), p) == (result["only_first"], result["only_second"],
+                                   stats.format_p(result["p_value"])), (table, against, metric)
+    tested += 1
+  assert tested >= 1 and len(rows) > tested  # some pairs tested, the rest said missing
