@@ -1,5 +1,8 @@
 """results/README.md's generated tables and the figures in results/figures/, from the results JSON
-alone: each paper table with ours beside the paper's numbers (see experiments/reproduce.py).
+alone: each paper table with ours beside the paper's numbers (see experiments/reproduce.py), every
+rate with its 95% Wilson interval, a mean ± sd row wherever runs of seeds 1 and 2 are kept beside
+seed 0's, and McNemar's paired test of ARC against each baseline from the per-example tables
+(arc_jax.stats, arc_jax.per_example; tests/test_doc_numbers.py recomputes them).
 """
 
 from __future__ import annotations
