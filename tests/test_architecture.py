@@ -23,7 +23,8 @@ PACKAGE_ROOT = pathlib.Path(arc_jax.__file__).parent
 LAYERS = (
     {"padding", "parallel", "_lazy", "_callable", "stats", "per_example"},  # shape buckets,
     # padding, devices; lazy packages; rates' intervals and tests, per-example tables (pure Python)
-    {"interval", "linear_step", "domain", "data"},  # domains, their protocol; data
+    {"interval", "linear_step", "domain", "domains", "data"},  # domains, their protocol, their
+    # registry by name; data
     {"perturbation"},  # spaces over strings and trees, and their plans
     {"nn"},  # the models, concrete and abstract
     {"certify", "attacks"},  # certification DPs; enumeration, HotFlip, sampling

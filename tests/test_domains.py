@@ -1,14 +1,13 @@
 """The abstract-domain seam (:mod:`arc_jax.domain`), proved with a second, trivial domain.
 
-A "point" domain holds concrete values, not sets. Run through the same cells and DPs as the
-interval domain, on spaces that match nowhere (so S(x) = {x}, while the decomposition grid, the
-branches and the masked joins of every transformation are all exercised), it must reproduce the
-plain forward pass of every model family: equal to float64 rounding (tolerance 1e-12, since the
-DP and the forward pass are different XLA programs that may fuse and order sums differently).
-The domain touches no library file: the seam is what the DPs and layers use.
+The "point" domain (:mod:`arc_jax.domains.point`) holds concrete values, not sets. Run through
+the same cells and DPs as the interval domain, on spaces that match nowhere (so S(x) = {x},
+while the decomposition grid, the branches and the masked joins of every transformation are all
+exercised), it must reproduce the plain forward pass of every model family: equal to float64
+rounding (tolerance 1e-12, since the DP and the forward pass are different XLA programs that may
+fuse and order sums differently). The domains are also reachable by name
+(:mod:`arc_jax.domains`): the registry's entries, and ``domain="point"`` in the certify API.
 """
-
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -17,14 +16,14 @@ import pytest
 from flax import nnx
 
 import arc_jax
-from arc_jax import interval as iv
 from arc_jax.certify import certify_jit
 from arc_jax.certify.tree_dp import JOINS
 from arc_jax.nn import LSTMClassifier, predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.data import from_nested
-from arc_jax.domain import lstm_update_by_rules
+from arc_jax import domains
+from arc_jax.domains.point import POINT
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
 
 TOL = 1e-12
@@ -36,79 +35,6 @@ def float64():
     yield
 
 
-@dataclasses.dataclass(frozen=True)
-class PointDomain:
-  """Concrete values as their own abstraction, +∞ the empty set ⊥ (the neutral element of the
-  join). A join of two different points has no point abstraction: it is NaN, so a DP that joined
-  two different states in a one-member space would fail the comparison instead of passing by
-  accident."""
-
-  exact_on_points = True
-  refines = None
-
-  def lift(self, x):
-    return x
-
-  def to_box(self, x):
-    return iv.Interval(x, x)
-
-  def representative(self, x):
-    return x
-
-  def top(self, like):
-    return jnp.full(like.shape, jnp.nan, like.dtype)
-
-  def linear(self, x, kernel, bias=None):
-    y = jnp.matmul(x, kernel, precision=iv.PRECISION)
-    return y if bias is None else y + bias
-
-  def margin_lower_bounds(self, x, kernel, bias):
-    z = self.linear(x, kernel, bias)
-    return z[..., :, None] - z[..., None, :]
-
-  def monotone(self, fn, x):
-    return fn(x)
-
-  def add(self, x, y):
-    return x + y
-
-  def mul(self, x, y):
-    return x * y
-
-  mul_nonneg = mul
-  scale = mul
-
-  def divide(self, x, divisor):
-    return x / divisor
-
-  def join(self, x, y):
-    return jnp.where((x == y) | (y == jnp.inf), x, jnp.where(x == jnp.inf, y, jnp.nan))
-
-  def where(self, condition, x, y):
-    return jnp.where(condition, x, y)
-
-  def masked_join(self, x, x_valid, y, y_valid):
-    xv, yv = x_valid[..., None], y_valid[..., None]
-    return jnp.where(xv & yv, self.join(x, y), jnp.where(yv, y, x)), x_valid | y_valid
-
-  def hull(self, values, mask, axis, empty=None):
-    m = mask[..., None]
-    lo = jnp.min(jnp.where(m, values, jnp.inf), axis=axis)
-    hi = jnp.max(jnp.where(m, values, -jnp.inf), axis=axis)
-    one = jnp.where(lo == hi, lo, jnp.where(lo == jnp.inf, jnp.inf, jnp.nan))  # ⊥ if none
-    return one if empty is None else jnp.where(jnp.any(mask, axis=axis)[..., None], one, empty)
-
-  def shrink_towards(self, box, anchor, eps):
-    return anchor + eps * (box - anchor)
-
-  def softmax_weighted_sum(self, scores, values, mask):
-    return iv.softmax_weighted_sum(scores, values, mask)  # on arrays: the concrete pooling
-
-  def lstm_update(self, gates_in, recurrent, c):
-    return lstm_update_by_rules(self, gates_in, recurrent, c)
-
-
-POINT = PointDomain()
 WORDS = ["<pad>", "a", "the", "good", "movie", "film", "is", "fine", "x"]
 VOCAB = {w: i for i, w in enumerate(WORDS)}
 NEVER = lambda w: False
@@ -166,3 +92,35 @@ def test_point_domain_tree_dp_is_the_forward_pass(join):
     root = logits[b, tree.num_nodes - 1]
     np.testing.assert_allclose(np.asarray(cert.at_root(cert.margins))[b],
                                root[tree.labels[-1]] - root, rtol=TOL, atol=TOL)
+
+
+def test_the_registry_names_the_built_in_domains_and_refuses_unknown_ones():
+  from arc_jax import interval as iv
+  from arc_jax.linear_step import LINEAR_STEP
+  assert list(domains.DOMAINS)[:3] == ["interval", "linear_step", "point"]
+  assert domains.DEFAULT == "interval"
+  assert domains.make_domain("interval") is iv.SOUND and domains.resolve("interval") is iv.SOUND
+  assert domains.make_domain("linear_step") is LINEAR_STEP
+  assert domains.make_domain("point") is POINT and domains.resolve(POINT) is POINT
+  assert all(e.help and "\n" not in e.help for e in domains.DOMAINS.values())
+  with pytest.raises(ValueError, match=r"^Unknown domain 'box'; choose one of \[.*'interval', "
+                     r"'linear_step', 'point'.*\]"):
+    domains.make_domain("box")
+  with pytest.raises(ValueError, match=r"Domain 'interval' has no settings \(got \['width'\]\)"):
+    domains.make_domain("interval", {"width": "2"})
+  with pytest.raises(ValueError, match="already registered"):
+    domains.register_domain("interval", "again", lambda s: iv.SOUND)
+
+
+def test_the_certify_api_takes_a_domain_by_name():
+  rng = np.random.default_rng(2)
+  model = LSTMClassifier(rng.normal(size=(len(WORDS), 4)), hidden=3, projection=3, head_hidden=3,
+                         num_classes=3, dropout_rate=0.0, rngs=nnx.Rngs(0),
+                         param_dtype=jnp.float64)
+  space = parse_space(SEQUENCE_SPACES["unmatched"], custom={t.name: t for t in UNMATCHED})
+  by_name = arc_jax.certify(model, space, SENTENCES, [0, 1, 2], VOCAB, domain="point")
+  by_value = arc_jax.certify(model, space, SENTENCES, [0, 1, 2], VOCAB, domain=POINT)
+  for key in ("margins", "logits_lo", "logits_hi", "clean_logits"):
+    np.testing.assert_array_equal(by_name[key], by_value[key])
+  with pytest.raises(ValueError, match=r"^Unknown domain 'box'; choose one of"):
+    arc_jax.certify(model, space, SENTENCES, [0, 1, 2], VOCAB, domain="box")

@@ -1,6 +1,9 @@
 """Certification entry points, one for every model family (they dispatch on the model's type):
 :func:`certify_model` (a lowered batch), its jitted :data:`certify_jit` and pure
-:func:`make_certify_fn`, and the convenience :func:`certify` (raw examples)."""
+:func:`make_certify_fn`, and the convenience :func:`certify` (raw examples).
+
+Each takes its abstract domain as a :class:`~arc_jax.domain.Domain` or by its registered name
+(:mod:`arc_jax.domains`: ``domain="linear_step"``, with the domain's default settings)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from arc_jax import domains
 from arc_jax import interval as iv
 from arc_jax import parallel
 from arc_jax.certify.attention_dp import attention_features
@@ -33,7 +37,7 @@ from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpac
 @functools.singledispatch
 def certify_model(model: nnx.Module, space, batch, labels: jax.Array,
                   eps: jax.Array | float = 1.0, dropout_key: jax.Array | None = None,
-                  domain: Domain = iv.SOUND, **options) -> Certificate:
+                  domain: Domain | str = iv.SOUND, **options) -> Certificate:
   """Certifies a batch with the DP of the model's family; differentiable in the model.
 
   Dispatches on the model's type: (Bi-)LSTMs to :func:`certify_sequence_model`, Tree-LSTMs to
@@ -50,7 +54,9 @@ def certify_model(model: nnx.Module, space, batch, labels: jax.Array,
     dropout_key: applies the model's dropout (training); None for certification.
     domain: the abstract domain (static): :data:`arc_jax.interval.SOUND` (default) for a
       certificate that holds in floating point, :data:`arc_jax.interval.UNROUNDED` for the
-      cheaper surrogate bounds of training objectives.
+      cheaper surrogate bounds of training objectives; or a registered name
+      (:mod:`arc_jax.domains`), which :func:`certify_sequence_model`, :data:`certify_jit`,
+      :func:`make_certify_fn` and :func:`certify` resolve (a family's own function may not).
     **options: the family's own (static or traced) arguments.
   """
   raise TypeError(f"No certification DP is registered for {type(model).__name__}: "
@@ -75,8 +81,8 @@ def features_dp(pooling: str):
 
 def certify_sequence_model(model: LSTMClassifier, space: Space | Signature, plan: Plan,
                            labels: jax.Array, eps: jax.Array | float = 1.0,
-                           dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND
-                           ) -> Certificate:
+                           dropout_key: jax.Array | None = None,
+                           domain: Domain | str = iv.SOUND) -> Certificate:
   """Certifies a batch of sentences (a :class:`Certificate` without node axis).
 
   Args:
@@ -86,14 +92,16 @@ def certify_sequence_model(model: LSTMClassifier, space: Space | Signature, plan
     labels: int (B,).
     eps: hull scale in [0, 1] (1 = the full space; smaller values are the training curriculum).
     dropout_key: applies the head's dropout (training); None for certification.
-    domain: the abstract domain (static): :data:`arc_jax.interval.SOUND` (default) for a
-      certificate that holds in floating point, :data:`arc_jax.interval.UNROUNDED` for the
-      cheaper surrogate bounds of training objectives. A domain that ``refines`` another (the
+    domain: the abstract domain (static; or its name, :mod:`arc_jax.domains`):
+      :data:`arc_jax.interval.SOUND` (default) for a certificate that holds in floating point,
+      :data:`arc_jax.interval.UNROUNDED` for the cheaper surrogate bounds of training
+      objectives. A domain that ``refines`` another (the
       linear-step domain refines the sound intervals) is intersected with that domain's
       certificate, so its bounds are never looser, in floating point too.
   """
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
+  domain = domains.resolve(domain)
   eps = jnp.asarray(eps, model.embeddings[...].dtype)
   box, clean = features_dp(model.pooling)(model, space.signature, plan, eps, domain)
   cert = certificate_from_features(model, box, clean, labels, dropout_key, domain)
@@ -129,7 +137,7 @@ def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_k
                    domain=iv.SOUND, **options):
   states = state if isinstance(state, tuple) else (state,)
   return certify_model(nnx.merge(graphdef, *states), signature, batch, labels, eps, dropout_key,
-                       domain, **options)
+                       domains.resolve(domain), **options)
 
 
 STATIC_OPTIONS = ("join",)
@@ -143,7 +151,7 @@ domain=interval.SOUND, **options)``: the jitted :func:`certify_model`, cached ac
 (graphdef, space signature, domain, static options, array shapes)."""
 
 
-def make_certify_fn(graphdef: nnx.GraphDef, space, domain: Domain = iv.SOUND, **options
+def make_certify_fn(graphdef: nnx.GraphDef, space, domain: Domain | str = iv.SOUND, **options
                     ) -> Callable[..., Certificate]:
   """A pure ``certify_fn(state, batch, labels, eps=1.0, dropout_key=None, **options) ->
   Certificate`` of any model family (:func:`certify_model`).
@@ -153,9 +161,10 @@ def make_certify_fn(graphdef: nnx.GraphDef, space, domain: Domain = iv.SOUND, **
   nnx.split(model, nnx.Param, ...)`` and pass ``state=(params, rest)`` to differentiate with
   respect to the parameters only). The returned function depends only on its arguments, so it can
   be wrapped in ``jax.jit``, ``jax.vmap`` and ``jax.grad``. ``domain`` (static) is the abstract
-  domain of the DP; ``options`` the family's (e.g. ``join`` for Tree-LSTMs).
+  domain of the DP, or its registered name (:mod:`arc_jax.domains`); ``options`` the family's (e.g. ``join`` for Tree-LSTMs).
   """
   check_space(space)
+  domain = domains.resolve(domain)
   certify_fn = functools.partial(_certify_state, graphdef, space.signature, domain=domain,
                                  **options)
 
@@ -325,7 +334,7 @@ def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]
 @functools.singledispatch
 def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequence[int] | None,
             vocab: Mapping[str, int], *, batch_size: int = 32, eps: float = 1.0,
-            max_grid_slots: int = MAX_GRID_SLOTS, domain: Domain = iv.SOUND,
+            max_grid_slots: int = MAX_GRID_SLOTS, domain: Domain | str = iv.SOUND,
             **options) -> CertifyResult:
   """Certifies raw examples in one call: the convenience entry point for users holding a model.
 
@@ -342,7 +351,8 @@ def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequenc
     batch_size, eps: rows per jitted batch; the hull scale (1: the full space).
     max_grid_slots: the largest decomposition grid certified without asking (see
       :data:`MAX_GRID_SLOTS`).
-    domain: the DP's abstract domain (static; default :data:`arc_jax.interval.SOUND`).
+    domain: the DP's abstract domain (static; default :data:`arc_jax.interval.SOUND`), or its
+      registered name (:mod:`arc_jax.domains`: ``"interval"``, ``"linear_step"``, ...).
     **options: the family's: ``max_dp_shapes`` for (Bi-)LSTMs, ``join`` for Tree-LSTMs.
 
   Returns:
@@ -360,7 +370,7 @@ def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequenc
 def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
                       labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
                       eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
-                      domain: Domain = iv.SOUND, max_dp_shapes: int = MAX_DP_SHAPES
+                      domain: Domain | str = iv.SOUND, max_dp_shapes: int = MAX_DP_SHAPES
                       ) -> CertifyResult:
   """:func:`certify` for (Bi-)LSTMs: raw token lists.
 
@@ -378,8 +388,10 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
     ValueError: (one line, naming the fix) no sentences, a sentence given as a string, no labels,
       labels of the wrong length or outside the model's classes, a space given as a string or
       as a split space, a space whose decomposition grid exceeds ``max_grid_slots``, float64
-      parameters while JAX's 64-bit mode is off, or a vocabulary id outside the embedding table.
+      parameters while JAX's 64-bit mode is off, a vocabulary id outside the embedding table, or
+      an unknown domain name (listing the registered ones).
   """
+  domain = domains.resolve(domain)
   check_inputs(model, space, vocab)
   labels = check_sentences(sentences, labels, model.num_classes)
   check_grid(space.signature, space, batch_size, model.hidden, model.embeddings[...].itemsize,
@@ -404,7 +416,7 @@ def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[S
 def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Sequence[Tree],
                   labels: Sequence[int] | None, vocab: Mapping[str, int], *,
                   batch_size: int = 32, eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
-                  domain: Domain = iv.SOUND, join: str = "after_cell") -> CertifyResult:
+                  domain: Domain | str = iv.SOUND, join: str = "after_cell") -> CertifyResult:
   """:func:`certify` for Tree-LSTMs: trees, certified at their roots.
 
   Restricts the space to ``vocab`` and maps it to a tree space (:func:`tree_space`), lowers the
@@ -422,6 +434,7 @@ def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Se
       (which refuses a domain it has no rules for, the linear-step domain).
     max_grid_slots: see :func:`certify`.
   """
+  domain = domains.resolve(domain)
   check_inputs(model, space, vocab)
   check_domain(domain)
   num_classes = model.num_classes

@@ -44,6 +44,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax.attacks.hotflip import hotflip_candidates
+from arc_jax import domains
 from arc_jax import interval as iv
 from arc_jax.certify.api import (MAX_GRID_SLOTS, CertifyResult, certification_order,
                                  certify_batches, certify_jit, check_grid, check_inputs,
@@ -278,7 +279,7 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
            blocks: int = 1, enumerate_below: int = 64, max_nodes: int = 4096,
            batch_size: int = 32, max_grid_slots: int = MAX_GRID_SLOTS, predict_rows: int = 256,
            samples: int = 32, beam: int = 5, min_replacement_slots: int = 1, seed: int = 0,
-           domain: Domain = iv.SOUND) -> VerifyResult:
+           domain: Domain | str = iv.SOUND) -> VerifyResult:
   """Exact robustness of n examples (see the module docstring), for LSTMs and Bi-LSTMs of every
   pooling.
 
@@ -311,7 +312,8 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     seed: the sampling seed.
     domain: the abstract domain of every certification (a sound one:
       :data:`arc_jax.interval.SOUND`, or :data:`arc_jax.linear_step.LINEAR_STEP`, tighter and
-      slower).
+      slower), or its registered name (:mod:`arc_jax.domains`: ``"interval"``,
+      ``"linear_step"``).
 
   Returns:
     A :class:`VerifyResult`: a verdict per example and the DP's certificates of S(x).
@@ -321,7 +323,7 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
       trees with :func:`arc_jax.certify.certify`) or another model type, an unknown window
       rule, bad search settings, and the input errors of :func:`arc_jax.certify.certify`
       (sentences, labels, a space given as a string or split, its grid, float64 parameters
-      without 64-bit mode, vocabulary ids outside the embedding table).
+      without 64-bit mode, vocabulary ids outside the embedding table, an unknown domain name).
   """
   if isinstance(model, TreeLSTMClassifier):
     raise ValueError("Tree-LSTMs are not supported by verify (it splits S(x) at windows of a "
@@ -336,6 +338,7 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     raise ValueError("verify needs blocks >= 1, batch_size >= 1, max_nodes >= 0 and "
                      f"enumerate_below >= 0 (got {blocks}, {batch_size}, {max_nodes}, "
                      f"{enumerate_below}).")
+  domain = domains.resolve(domain)
   check_inputs(model, space, vocab)
   tic = time.perf_counter()
   sentences = [tuple(s) for s in sentences]

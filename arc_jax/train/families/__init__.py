@@ -5,10 +5,11 @@
 """
 
 from arc_jax.train.families.base import ModelFamily, Placed
+from arc_jax.train.families.cnn import CNN
 from arc_jax.train.families.sequence import SEQUENCE, make_predict_fn
 from arc_jax.train.families.tree import TREE, IndexedTrees
 
-FAMILIES: dict[str, ModelFamily] = {family.name: family for family in (SEQUENCE, TREE)}
+FAMILIES: dict[str, ModelFamily] = {family.name: family for family in (SEQUENCE, TREE, CNN)}
 """``config.model`` → its family."""
 
 
