@@ -1,5 +1,5 @@
 """The CNN model family (``config.model = "cnn"``): registered with its settings block, trains on
-SST-2 batches with ARC and with HotFlip, is kept, reloads with ``load_run``, and evaluates
+SST-2 batches with ARC and the baselines (normal, data augmentation, HotFlip), is kept, reloads with ``load_run``, and evaluates
 Acc / CF / HF / EX; and experiments/configs/a3t_cnn.py gives the paper's Table 4 A3T rows on it."""
 
 import importlib.util
@@ -70,9 +70,10 @@ def test_arc_trains_a_cnn_that_reloads_and_evaluates(tmp_path, monkeypatch):
       metrics["acc"]["count"])
 
 
-def test_hotflip_training_runs_on_the_cnn(tmp_path, monkeypatch):
+@pytest.mark.parametrize("method", ["normal", "augment", "hotflip"])
+def test_baselines_train_the_cnn(tmp_path, monkeypatch, method):
   use_random_sst2(tmp_path, monkeypatch)
-  c = cnn_config("hotflip")
+  c = cnn_config(method)
   c.lambda_max = 0.0
   summary = train_and_evaluate(c, tmp_path / "run")
   assert summary["status"] == "completed" and summary["steps"] == 2
