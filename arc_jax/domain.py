@@ -16,8 +16,16 @@ forward pass runs through the same layers).
 
 Adding a domain: write one module with a class implementing this protocol (the rules and their
 soundness arguments) and pass an instance as ``domain=`` to :func:`arc_jax.certify.certify_model`,
-:func:`arc_jax.certify.make_certify_fn` or :func:`arc_jax.certify.tree_dp.certify_tree_model`.
-``tests/test_domains.py`` does this for a trivial "point" domain.
+:func:`arc_jax.certify.make_certify_fn` or :func:`arc_jax.certify.tree_dp.certify_tree_model`;
+to reach it by name (``domain="NAME"`` in :func:`arc_jax.certify.certify` and
+:func:`arc_jax.verify.verify`, ``arc-evaluate --domain NAME``), register it from the same module
+with :func:`arc_jax.domains.register_domain` (a name, one help line, a factory and, if it has
+settings, an :class:`arc_jax.settings.Settings` block, read from ``--domain-setting
+FIELD=VALUE``); ``arc-evaluate --plugins MODULE`` or a run's ``config.plugins`` imports it. No
+shared file changes. The built-in names are ``interval`` (:data:`arc_jax.interval.SOUND`, the
+default), ``linear_step`` and ``point`` (:mod:`arc_jax.domains.point`, concrete values only,
+which ``tests/test_domains.py`` runs through every DP); ``tests/helpers/widened_domain.py``
+registers a domain with a setting of its own.
 
 One optional operation: a domain that defines
 ``lstm_step(carry, gates_in, recurrent, kernel, bias) -> (h', c')`` is handed each whole LSTM

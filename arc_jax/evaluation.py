@@ -24,9 +24,12 @@ HotFlip search, at the root).
 Every evaluation also reports the size of S(x) per example (``space_size``: max, median and mean
 over the split of the number of application choices, ``Space.count`` / ``TreeSpace.count``), and
 may be limited to the first N examples of the split (``first``), which its results and file
-name record. With ``resume`` an exhaustive search (hours for Tree-LSTMs under Ins) keeps what it
-has decided in a file and resumes from there after a stop (``experiments/evaluate.py`` does so by
-default).
+name record. ``cf`` and ``exact`` certify in the abstract domain named by ``domain``
+(:mod:`arc_jax.domains`; default the sound intervals, ``"interval"``), made with its settings
+(``domain_settings``); the results record both (``"domain"``, ``"domain_settings"``), and the
+file name names a domain other than the default. With ``resume`` an exhaustive search (hours
+for Tree-LSTMs under Ins) keeps what it has decided in a file and resumes from there after a
+stop (``experiments/evaluate.py`` does so by default).
 """
 
 from __future__ import annotations
@@ -37,13 +40,14 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import jax
 import ml_collections
 import numpy as np
 from jax.sharding import Mesh
 
+from arc_jax import domains
 from arc_jax import metrics as metric_registry
 from arc_jax import parallel, per_example
 from arc_jax.attacks.journal import Journal, digest
@@ -52,6 +56,7 @@ from arc_jax.metrics import EXCLUSIONS, ROBUSTNESS_ORDER
 from arc_jax.train.checkpoints import Checkpoints, RunDirectory, read_only_part
 from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, build_experiment, data_fingerprint
+from arc_jax.train.families.tree import TREE
 from arc_jax.train.export import has_exported_model, has_kept_data, load_kept_data, load_model
 from arc_jax.train.steps import config_optimizer, init_state, zero_totals
 
@@ -165,7 +170,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                  max_candidates: int | None = None, exhaustive_batch_size: int = 256,
                  beam: int = 5, first: int | None = None, progress: bool = True,
                  mesh: Mesh | None = None, exact_max_nodes: int = 4096,
-                 resume: bool = False) -> dict[str, Any]:
+                 resume: bool = False, domain: str = domains.DEFAULT,
+                 domain_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
   """Evaluates a run's checkpoint; returns the JSON-ready results.
 
   Args:
@@ -195,8 +201,16 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       settings that stopped before the end (SIGTERM, a kill) is resumed from there
       (:mod:`arc_jax.attacks.journal`); the file is removed once every metric is computed.
       Single-process runs only (with several processes it is ignored).
+    domain: the name of the abstract domain ``cf`` and ``exact`` certify in
+      (:data:`arc_jax.domains.DOMAINS`, which the run's ``config.plugins`` may extend; default
+      ``"interval"``, the sound intervals). Tree-LSTMs take the default only.
+    domain_settings: the domain's settings, field → value (text is parsed as the field's type,
+      as ``--domain-setting FIELD=VALUE`` gives it); the others keep their defaults.
 
   Raises:
+    ConfigError: (naming the fix, before any data is loaded) an unknown metric, split, domain or
+      domain setting, a bad ``beam`` or ``first``, a domain other than the interval domain for
+      a Tree-LSTM, or a setting that does not fit the run.
     EvaluationError: CF ≤ EX ≤ HF ≤ Acc fails (per example, over the metrics computed), or
       (``shortcut=False``) an audit failure; the results are in the exception's ``results``
       attribute.
@@ -231,7 +245,16 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   if first is not None:
     limit = config[SPLITS[split]]
     config[SPLITS[split]] = first if limit is None else min(first, limit)
-  validate(config, training=False)
+  validate(config, training=False)  # imports the run's plugins, which may register domains
+  try:
+    settings = domains.parse_settings(domain, domain_settings)
+    if config.model == TREE.name and domain != domains.DEFAULT:
+      raise ValueError(f"The Tree-LSTM DP has rules for the interval domain only, not "
+                       f"{domain!r}: evaluate trees with --domain {domains.DEFAULT} (the "
+                       "default).")
+    abstract = domains.DOMAINS[domain].make(settings)  # may refuse a setting's value
+  except ValueError as error:
+    raise ConfigError(str(error)) from None
   # The data folder: $ARC_DATA_DIR when set, else the run's own if it is still there.
   recorded = config.data_dir and Path(config.data_dir).is_dir() and not os.environ.get(
       "ARC_DATA_DIR")
@@ -262,8 +285,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       "checkpoint": {"which": checkpoint, "step": meta["step"],
                      **({"epoch": meta["epoch"]} if "epoch" in meta else {})},
       "split": split, "space": config.space, "synonyms": config.synonyms,
-      "max_candidates": config.max_candidates, "first": first,
-      "examples": len(experiment.splits[split])}
+      "max_candidates": config.max_candidates, "first": first, "domain": domain,
+      "domain_settings": settings.to_dict(), "examples": len(experiment.splits[split])}
   names = metric_registry.with_needs(metrics)
   journal = None
   if resume and "ex" in names and jax.process_count() == 1:
@@ -279,7 +302,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   context = metric_registry.Context(
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
-      progress=progress, journal=journal)
+      progress=progress, journal=journal, domain=abstract)
   sizes = metric_registry.space_sizes(context)
   results.update({key: summary(context) for key, summary in metric_registry.SUMMARIES.items()},
                  space_size=metric_registry.summarize_space_sizes(sizes),
@@ -365,13 +388,16 @@ def _check(results: dict[str, Any], flags: dict[str, np.ndarray]) -> None:
 
 
 def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
-  """``<workdir>/eval/<split>[_first<N>]_<space>[_<lexicon>][_<metrics>][_audit].json``.
+  """``<workdir>/eval/<split>[_first<N>]_<space>[_<lexicon>][_<domain>][_<metrics>][_audit].json``.
 
   The space is written with its letters and digits. The metrics are named when ``results``
   holds fewer than its model supports (e.g. ``test_Del2Sub2_hf.json``), an example subset by
   its size (``test_first100_Sub3.json``), and a lexicon that is not the run's own (its
   ``config.json``) by what differs (``test_Sub2_candidates1.json``,
-  ``test_Sub2_counterfitted_allcandidates.json``), so an evaluation never overwrites another.
+  ``test_Sub2_counterfitted_allcandidates.json``), and a domain other than the default
+  interval domain by its name and the settings that differ from its defaults
+  (``test_Sub2_linear_step.json``, ``test_Sub2_widened_factor4p0.json``), so an evaluation never
+  overwrites another.
   """
   held = [m for m in metric_registry.REGISTRY if m in results["metrics"]]
   partial = ("" if set(held) == set(metric_registry.defaults(results["model"]))
@@ -386,9 +412,27 @@ def results_path(workdir, results: dict[str, Any], shortcut: bool) -> Path:
   candidates = results.get("max_candidates")
   if candidates != own.get("max_candidates", candidates):
     lexicon += "_allcandidates" if candidates == 0 else f"_candidates{candidates}"
-  name = (f"{results['split']}{subset}_{space}{lexicon}{partial}"
+  name = (f"{results['split']}{subset}_{space}{lexicon}{_domain_part(results)}{partial}"
           f"{'' if shortcut else '_audit'}.json")
   return Path(workdir) / "eval" / name
+
+
+def _domain_part(results: dict[str, Any]) -> str:
+  """``""`` for the default domain (or results from before domains had names), else
+  ``_<domain>[_<field><value>...]`` for the settings that differ from the domain's defaults
+  (every setting, for a domain not registered in this process), a value's ``.`` written ``p``
+  and its ``-`` ``m`` (``factor=1.5``: ``_factor1p5``)."""
+  name = results.get("domain", domains.DEFAULT)
+  if name == domains.DEFAULT:
+    return ""
+  settings = results.get("domain_settings") or {}
+  entry = domains.DOMAINS.get(name)
+  defaults = entry.settings.defaults().to_dict() if entry and entry.settings else {}
+  text = lambda value: re.sub(r"[^A-Za-z0-9]+", "",
+                              str(value).replace(".", "p").replace("-", "m"))
+  changed = "".join(f"_{field}{text(value)}" for field, value in sorted(settings.items())
+                    if field not in defaults or defaults[field] != value)
+  return f"_{name}{changed}"
 
 
 def write_results(results: dict[str, Any], path) -> None:

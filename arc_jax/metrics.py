@@ -21,22 +21,25 @@ The per-split summaries (:data:`SUMMARIES`: ``empty_examples``; and ``space_size
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 from flax import nnx
 
-from arc_jax import parallel
+from arc_jax import interval, parallel
 from arc_jax.attacks import Journal
 from arc_jax.data import num_batches
 from arc_jax.train.objectives import certify_rows, classify_rows
 from arc_jax.train.progress import eval_bar
-from arc_jax.train.steps import RowsFn, evaluate_split, make_eval_step
+from arc_jax.train.steps import RowMetrics, RowsFn, evaluate_split, make_eval_step
 from arc_jax.verify import NOT_ROBUST, UNKNOWN, verify
 
 if TYPE_CHECKING:
+  from arc_jax.domain import Domain
   from arc_jax.train.experiment import Experiment
+  from arc_jax.train.families import ModelFamily
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,8 @@ class Context:
     progress: progress bars.
     journal: where ``ex`` keeps the examples it has decided, and resumes from
       (:mod:`arc_jax.attacks.journal`); None: nothing is kept.
+    domain: the abstract domain ``cf`` and ``exact`` certify with (default the sound intervals,
+      :data:`arc_jax.interval.SOUND`; :func:`arc_jax.domains.make_domain` makes one by name).
   """
   experiment: Experiment
   params: nnx.State
@@ -67,6 +72,7 @@ class Context:
   exact_max_nodes: int = 4096
   progress: bool = True
   journal: Journal | None = None
+  domain: Domain = interval.SOUND
 
 
 class Outcome(NamedTuple):
@@ -117,10 +123,25 @@ def accuracy(context: Context) -> Outcome:
                                            "clean_margin": rows["margin"]})
 
 
+@functools.cache
+def certify_rows_in(family: ModelFamily, signature, domain: Domain) -> RowsFn:
+  """:func:`arc_jax.train.objectives.certify_rows` (ε = 1, no dropout) with the DP in
+  ``domain`` instead of the sound intervals."""
+  def rows(model, batch) -> RowMetrics:
+    cert = family.certify(model, signature, batch, 1.0, None, domain)
+    return family.rows(batch, cert.clean_logits, cert.certified, cert.margins)
+
+  return rows
+
+
 def certified(context: Context) -> Outcome:
-  """``cf``: certified by the ARC DP: no string of S(x) changes the prediction away from y."""
+  """``cf``: certified by the ARC DP in ``context.domain``: no string of S(x) changes the
+  prediction away from y. In the sound intervals (the default) the rows are training's own
+  (:func:`~arc_jax.train.objectives.certify_rows`), so evaluation and training certify alike."""
   experiment = context.experiment
-  rows_fn = certify_rows(experiment.family, experiment.space.signature)
+  signature = experiment.space.signature
+  rows_fn = (certify_rows(experiment.family, signature) if context.domain == interval.SOUND
+             else certify_rows_in(experiment.family, signature, context.domain))
   rows = _row_flags(context, rows_fn, True, "cf")
   return Outcome(rows["certified"], columns={"cf_margin": rows["margin"]})
 
@@ -161,14 +182,16 @@ def hotflip(context: Context) -> Outcome:
 
 def exact(context: Context) -> Outcome:
   """``exact`` (token sequences): the complete verifier (:mod:`arc_jax.verify`): proved robust
-  by a tree of certified sub-spaces; counts proofs, counterexamples and unknowns (budget
-  ``exact_max_nodes`` per example). Its counterexamples (``exact_refuted``) must fail ``ex``."""
+  by a tree of certified sub-spaces, each certified in ``context.domain``; counts proofs,
+  counterexamples and unknowns (budget ``exact_max_nodes`` per example). Its counterexamples
+  (``exact_refuted``) must fail ``ex``."""
   experiment = context.experiment
   data = experiment.splits[context.split]
   verdicts = verify(experiment.model(context.params), experiment.space, data.tokens,
                     data.labels, experiment.data.vocab,
                     max_nodes=context.exact_max_nodes,
-                    min_replacement_slots=experiment.builder.min_replacement_slots)
+                    min_replacement_slots=experiment.builder.min_replacement_slots,
+                    domain=context.domain)
   summary = verdicts.summary()
   return Outcome(verdicts.robust, {
       "seconds": summary.pop("seconds"), **summary, "max_nodes": context.exact_max_nodes,
