@@ -137,3 +137,25 @@ def test_help_lists_every_registered_domain_with_its_help_and_settings():
   assert re.search(rf"^  widened +{re.escape(widened_domain.ENTRY.help)}$", shown, re.M), shown
   assert re.search(r"^      factor=2\.0  each affine map's box widened .*\(>= 1\)$", shown,
                    re.M), shown
+
+
+def test_exact_verifies_in_the_named_domain(tiny_run):
+  """The complete verifier certifies its sub-spaces in the domain too (its proofs count what
+  enumeration confirms: the evaluation checks CF ≤ exact ≤ EX per example)."""
+  results = evaluate_run(tiny_run, metrics=["ex", "exact"], domain="widened",
+                         domain_settings={"factor": 8.0}, progress=False)
+  metrics = results["metrics"]
+  assert results["domain_settings"] == {"factor": 8.0}
+  assert metrics["cf"]["count"] <= metrics["exact"]["count"] == metrics["ex"]["count"]
+  assert metrics["exact"]["unknowns"] == 0
+
+
+def test_the_linear_step_domain_by_name_certifies_at_least_what_intervals_do(tiny_run):
+  interval, linear = (evaluate_run(tiny_run, metrics=["acc", "cf"], domain=name, progress=False)
+                      for name in ("interval", "linear_step"))
+  assert (linear["domain"], linear["domain_settings"]) == ("linear_step", {})
+  assert results_path(tiny_run, linear, True).name == "test_Del1Sub1_linear_step_acc_cf.json"
+  # Intersected with the interval certificate (LinearStepDomain.refines): never looser.
+  assert all(l >= i for l, i in zip(linear["per_example"]["cf_margin"],
+                                    interval["per_example"]["cf_margin"]))
+  assert linear["metrics"]["cf"]["count"] >= interval["metrics"]["cf"]["count"]
