@@ -58,7 +58,8 @@ from arc_jax.train.config import ConfigError, validate
 from arc_jax.train.experiment import SPLITS, build_experiment, data_fingerprint
 from arc_jax.train.families.tree import TREE
 from arc_jax.train.export import has_exported_model, has_kept_data, load_kept_data, load_model
-from arc_jax.train.steps import config_optimizer, init_state, zero_totals
+from arc_jax.train.steps import (config_optimizer, init_state, trained_embedding_scale,
+                                  zero_totals)
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +233,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   if not (checkpoint == "best" and has_exported_model(run.path)):
     run.require_checkpoint(checkpoint)  # before any data is loaded
   lexicon = {"synonyms": synonyms, "max_candidates": max_candidates}
-  if config.trainable_embeddings and any(v not in (None, config[k]) for k, v in lexicon.items()):
+  if trained_embedding_scale(config) is not None and any(
+      v not in (None, config[k]) for k, v in lexicon.items()):
     raise ConfigError(f"The run in {run.path} trained its word vectors on the vocabulary of its "
                       f"lexicon (synonyms={config.synonyms!r}, max_candidates="
                       f"{config.max_candidates}); another lexicon would rebuild the vocabulary "

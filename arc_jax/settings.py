@@ -11,7 +11,7 @@ reads a domain's. Nothing here imports JAX.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import ml_collections
 from ml_collections import config_dict
@@ -24,15 +24,31 @@ KINDS = {bool: "a bool (True or False)", int: "an int", float: "a float", str: "
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-  """One field of a block: its default, its help line and, for a default of None, its type."""
+  """One field of a block.
+
+  Attributes:
+    default: its value unless set.
+    help: one line for --help.
+    kind: its type, where the default is None.
+    choices: ``() -> names``, the registry its value names (read when asked, so entries
+      registered later count), or None; --help lists them and :meth:`Settings.check` refuses
+      others.
+    valid: ``(range in words, test)``, e.g. ``(">= 1", lambda v: v >= 1)``, or None.
+  """
 
   default: Any
   help: str
   kind: type | None = None
+  choices: Callable[[], Iterable[str]] | None = None
+  valid: tuple[str, Callable[[Any], bool]] | None = None
 
   @property
   def value_type(self) -> type:
     return self.kind or type(self.default)
+
+  def describe(self) -> str:
+    """The help line, with the registered choices."""
+    return self.help + (f"; one of: {', '.join(self.choices())}" if self.choices else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +75,16 @@ class Settings:
   def __hash__(self):
     return hash((self.name, tuple(self.fields)))
 
+  def check(self, block: Mapping[str, Any]) -> None:
+    """Raises ValueError naming ``config.<name>.<field>``, its value and the fix for a value
+    outside its choices or range (None passes the range)."""
+    for field, setting in self.fields.items():
+      value, where = block[field], f"config.{self.name}.{field}={block[field]!r}"
+      if setting.choices is not None and value not in (names := list(setting.choices())):
+        raise ValueError(f"{where} is unknown; choose one of {names}.")
+      if setting.valid is not None and value is not None and not setting.valid[1](value):
+        raise ValueError(f"{where} must be {setting.valid[0]}.")
+
   def defaults(self) -> ml_collections.ConfigDict:
     """The block's defaults as a ConfigDict (None defaults as typed placeholders)."""
     block = ml_collections.ConfigDict()
@@ -84,12 +110,14 @@ class Settings:
     return block
 
 
-def parse_value(field: str, kind: type, text: str | None, default: Any = None):
+def parse_value(field: str, kind: type, text: str | None, default: Any = None, *,
+                name: str | None = None):
   """``text`` as a value of ``kind`` (bool, int, float or str); None is a bare flag, True for a
   bool.
 
   Raises:
-    ValueError: naming ``field``, the type it takes and its default.
+    ValueError: naming ``field`` as given (``--config.seed``), the field (``name``, default
+      ``field``), the type it takes and its default.
   """
   if kind is bool:
     if text is None or text.lower() in TRUE:
@@ -105,7 +133,7 @@ def parse_value(field: str, kind: type, text: str | None, default: Any = None):
       return kind(text)
     except (TypeError, ValueError):
       pass
-  raise ValueError(f"{field}={text}: takes {KINDS.get(kind, kind.__name__)} "
+  raise ValueError(f"{field}={text}: {name or field} takes {KINDS.get(kind, kind.__name__)} "
                    f"(default {default!r}).")
 
 

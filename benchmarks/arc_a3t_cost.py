@@ -77,15 +77,15 @@ def measure(row: str, space: str, batches: int) -> dict:
   state, totals, *_ = one_pass(state, totals)
   warmup_s = time.perf_counter() - tic
   state, totals, transform_s, step_s = one_pass(state, totals)
-  out = {"row": row, "method": config.method, "abstracted": config.abstracted or None,
-         "augment_search": config.augment_search if transform else None,
-         "rows_per_batch": config.batch_size * ((config.augment_members + 1) if transform else 1),
+  out = {"row": row, "method": config.method, "abstracted": config.augmented.abstracted or None,
+         "augment_search": config.augmented.augment_search if transform else None,
+         "rows_per_batch": config.batch_size * ((config.augmented.augment_members + 1) if transform else 1),
          "transform_s": round(transform_s / len(source), 4),
          "step_s": round(step_s / len(source), 4),
          "seconds_per_batch": round((transform_s + step_s) / len(source), 4),
          "warmup_s": round(warmup_s, 2)}
   if config.method == "arc_a3t":
-    split = split_space(experiment.space, config.abstracted)
+    split = split_space(experiment.space, config.augmented.abstracted)
     train = experiment.splits["train"]
     sizes = [len(split.members(train.tokens[i])) for b in source for i in b.indices if i >= 0]
     out["members_per_example"] = round(float(np.mean(sizes)), 1)

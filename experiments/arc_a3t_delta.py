@@ -18,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from arc_jax.train.config import migrate
+
 DELTAS = (1, 2, 3)
 METRICS = ("acc", "cf", "ex")
 
@@ -41,7 +43,7 @@ def instantiation(config: dict) -> str:
     return "ARC"
   if config["method"] != "arc_a3t":
     raise ValueError(f"{config['name']}: method {config['method']!r} is not ARC or ARC-A3T.")
-  return "Abs-sec" if config["abstracted"] == "Sub" else "Abs-fir"
+  return "Abs-sec" if migrate(config)["augmented"]["abstracted"] == "Sub" else "Abs-fir"
 
 
 def _results(run: Path, space: str, evaluate: bool) -> dict | None:

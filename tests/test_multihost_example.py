@@ -26,8 +26,8 @@ from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401  (fi
 REPO = Path(__file__).resolve().parents[1]
 SLURM_SCRIPT = REPO / "docs" / "multihost" / "train.slurm"
 TPU_SCRIPT = REPO / "docs" / "multihost" / "tpu_pod.sh"
-TINY = ["--config=normal.py", "--config.hidden=4", "--config.projection=4",
-        "--config.head_hidden=4", "--config.batch_size=8", "--config.eval_batch_size=8",
+TINY = ["--config=normal.py", "--config.hidden=4", "--config.lstm.projection=4",
+        "--config.lstm.head_hidden=4", "--config.batch_size=8", "--config.eval_batch_size=8",
         "--config.num_epochs=1"]
 
 # What srun does for the script's one job step: start SLURM_NTASKS copies of the command, each

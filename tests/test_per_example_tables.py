@@ -1,7 +1,10 @@
 """Every committed per-example table agrees with the counts of the results file that names it."""
 
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -28,3 +31,31 @@ def test_table_matches_its_results(path):
     assert table["acc"] == [int(p == y) for p, y in zip(table["prediction"], table["label"])]
   if "cf" in table:
     assert all((m > 0) == bool(c) for m, c in zip(table["cf_margin"], table["cf"]))
+
+
+REEVALUATE = """if True:
+    import json, sys
+    from arc_jax.evaluation import evaluate_run
+    run, space, first = sys.argv[1:]
+    results = evaluate_run(run, space=space, first=int(first), metrics=["acc", "cf"],
+                           progress=False)
+    print(json.dumps({"checkpoint": results["checkpoint"], "table": results["per_example"]}))"""
+
+
+@pytest.mark.parametrize("run", ["arc_lstm_sub3", "normal_lstm"])
+def test_kept_model_reevaluated_gives_its_table_bit_for_bit(run):
+  """A kept model evaluated again (today's code, its config read through the migration of the
+  flat layout) gives every margin, prediction and outcome of its committed table exactly.
+
+  In a process of its own with XLA's default optimisation level, as the table was made:
+  tests/conftest.py lowers it for compile time, which moves float32 margins by an ulp or so."""
+  path = RESULTS / run / "eval" / "test_first100_Sub3_acc_cf.json"
+  committed = json.loads(path.read_text())
+  flags = os.environ.get("XLA_FLAGS", "").replace("--xla_backend_optimization_level=0", "")
+  done = subprocess.run([sys.executable, "-c", REEVALUATE, str(RESULTS / run),
+                         committed["space"], str(committed["first"])], capture_output=True,
+                        text=True, env=dict(os.environ, XLA_FLAGS=flags), cwd=RESULTS.parent)
+  assert done.returncode == 0, done.stderr[-3000:]
+  again = json.loads(done.stdout.splitlines()[-1])
+  assert again["checkpoint"] == committed["checkpoint"]
+  assert again["table"] == per_example.read(path)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from arc_jax import per_example, stats
+from arc_jax.train.config import migrate
 from arc_jax.cli import common
 
 RESULTS = Path("results")
@@ -35,16 +36,19 @@ def space_key(spec: str) -> str:
 
 
 def model_kind(config: dict) -> str:
-  """``"tree"``, ``"bilstm"`` or ``"lstm"`` from a run's config.json."""
+  """``"tree"``, ``"bilstm"`` or ``"lstm"`` from a run's config.json (either layout,
+  :func:`arc_jax.train.config.migrate`)."""
+  config = migrate(config)
   if config.get("model") == "tree_lstm":
     return "tree"
-  return "bilstm" if config.get("bidirectional") else "lstm"
+  return "bilstm" if config.get("lstm", {}).get("bidirectional") else "lstm"
 
 
 def method_name(config: dict) -> str:
   """The run's method, with the abstracted transformations of ARC-A3T / A3T runs:
   ``"arc_a3t(Del)"``."""
-  abstracted = config.get("abstracted") if config["method"] in ("arc_a3t", "a3t") else None
+  abstracted = (migrate(config).get("augmented", {}).get("abstracted")
+                if config["method"] in ("arc_a3t", "a3t") else None)
   return f"{config['method']}({abstracted})" if abstracted else config["method"]
 
 

@@ -21,18 +21,15 @@ from pathlib import Path
 
 import ml_collections
 
-from arc_jax import configs
+from arc_jax import configs, settings
 from arc_jax.cli import common
-from arc_jax.train.config import FIELD_HELP, ConfigError, run_name
+from arc_jax.train import config as schema
+from arc_jax.train.config import ConfigError, run_name
 
 CONFIGS = Path(configs.__file__).resolve().parent
 DEFAULT_CONFIG = CONFIGS / "arc.py"
 OVERRIDE = "--config."
 HELP_FLAGS = ("-h", "--help")
-TRUE, FALSE = ("true", "t", "1", "yes"), ("false", "f", "0", "no")
-"""The spellings of a boolean override's value (any case)."""
-KINDS = {bool: "a bool (True or False)", int: "an int", float: "a float", str: "a string"}
-"""The types of config fields, in words."""
 
 
 def shipped_configs() -> str:
@@ -107,55 +104,83 @@ def load_config(value: str) -> ml_collections.ConfigDict:
   if not isinstance(config, ml_collections.ConfigDict):
     raise ConfigError(f"{value}: get_config returned {type(config).__name__}, not an "
                       "ml_collections.ConfigDict.")
+  legacy = sorted(set(config) & set(schema.LEGACY_FIELDS))
+  if legacy:  # a config file of the flat layout
+    print(f"warning: {value} sets {', '.join(legacy)}, now fields of settings blocks "
+          f"({', '.join(f'{schema.LEGACY_FIELDS[f]}.{f}' for f in legacy)}); read as those.",
+          file=sys.stderr)
+    config = schema.with_defaults(config.to_dict())
   config.lock()
   return config
 
 
 def _parse_value(config: ml_collections.ConfigDict, field: str, text: str | None):
-  """``text`` as a value of ``field``'s type (bool, int, float or str; the field's default may
-  be None); None is a bare ``--config.FIELD``, True for a boolean field."""
-  kind = config.get_type(field)
-  if kind is bool:
-    if text is None or text.lower() in TRUE:
-      return True
-    if text.lower() in FALSE:
-      return False
-  elif text is None:
-    raise ConfigError(f"{OVERRIDE}{field} needs a value: {OVERRIDE}{field}=VALUE.")
-  elif kind is str:
-    return text
-  else:
-    try:
-      return kind(text)
-    except (TypeError, ValueError):
-      pass
-  raise ConfigError(f"{OVERRIDE}{field}={text}: config field {field!r} takes "
-                    f"{KINDS.get(kind, kind.__name__)} (default {config[field]!r}).")
+  """``text`` as a value of ``field``'s type (``field`` may be ``block.field``)."""
+  block, _, name = field.rpartition(".")
+  owner = config[block] if block else config
+  try:
+    return settings.parse_value(OVERRIDE + field, owner.get_type(name), text, owner[name],
+                                name=f"config field {field!r}")
+  except ValueError as error:
+    raise ConfigError(str(error)) from None
 
 
-def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str | None]) -> None:
+def _field_names(config: ml_collections.ConfigDict) -> list[str]:
+  """Every field of ``config``, a block's as ``block.field``."""
+  return list(schema.flat_items(config.to_dict()))
+
+
+def _resolve(config: ml_collections.ConfigDict, field: str) -> str:
+  """``field`` as the config names it: a flat field of the old layout becomes its block's
+  (``pooling`` → ``lstm.pooling``, with a warning); an unknown one raises ConfigError naming the
+  closest fields."""
+  if field in schema.LEGACY_FIELDS:
+    new = f"{schema.LEGACY_FIELDS[field]}.{field}"
+    print(f"warning: {OVERRIDE}{field} is now {OVERRIDE}{new} (the old spelling is accepted "
+          "until the next release).", file=sys.stderr)
+    return new
+  if field in _field_names(config):
+    return field
+  close = difflib.get_close_matches(field, _field_names(config), n=3)
+  hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+  raise ConfigError(f"config field {field!r} does not exist{hint} (--help lists the fields)")
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: dict[str, str | None]
+                    ) -> dict[str, str | None]:
   """Sets each field of ``overrides`` (:func:`split_overrides`) on ``config``, its text parsed as
-  the field's type.
+  the field's type; ``plugins`` first, whose modules are then imported and their settings blocks
+  added, so the other overrides may set them. Returns the overrides by their fields' names
+  (``pooling`` → ``lstm.pooling``).
 
   Raises:
     ConfigError: one line naming an unknown field and the fields closest to it, or a value that
       is not of its field's type.
   """
-  for field, text in overrides.items():
-    if field not in config:
-      close = difflib.get_close_matches(field, list(config.keys()), n=3)
-      hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "")
-      raise ConfigError(f"config field {field!r} does not exist{hint} (--help lists the "
-                        "fields)")
-    config[field] = _parse_value(config, field, text)
+  if "plugins" in overrides:
+    config.plugins = _parse_value(config, "plugins", overrides["plugins"])
+  schema.import_plugins(config)
+  schema.add_blocks(config)
+  resolved = {_resolve(config, field): text for field, text in overrides.items()}
+  for field, text in resolved.items():
+    block, _, name = field.rpartition(".")
+    (config[block] if block else config)[name] = _parse_value(config, field, text)
+  return resolved
 
 
 def help_epilog(config: ml_collections.ConfigDict, source: str) -> str:
-  """Every config field with its value and meaning."""
-  width = max(len(f"{k}={v}") for k, v in config.items()) + 4
+  """Every config field with its value and meaning: the shared fields (with the registered
+  choices of those that name a registry entry), then each registered block's."""
+  names = schema.choices()
+  blocks = schema.registered_blocks()
+  lines = [(f"{k}={v}", schema.FIELD_HELP.get(k, "") + (
+      f"; one of: {', '.join(names[k])}" if k in names else ""))
+           for k, v in config.items() if not isinstance(v, ml_collections.ConfigDict)]
+  for name, block in blocks.items():
+    lines += [(f"{name}.{f}={config[name][f]}", s.describe()) for f, s in block.fields.items()]
+  width = max(len(left) for left, _ in lines) + 4
   return "\n".join([f"config fields ({OVERRIDE}FIELD=VALUE; values of {source}):"]
-                   + [f"  {f'{k}={v}':<{width}}{FIELD_HELP.get(k, '')}"
-                      for k, v in config.items()])
+                   + [f"  {left:<{width}}{meaning}" for left, meaning in lines])
 
 
 def parse_flags(argv: list[str]) -> tuple[argparse.Namespace, ml_collections.ConfigDict,
@@ -168,7 +193,7 @@ def parse_flags(argv: list[str]) -> tuple[argparse.Namespace, ml_collections.Con
   known, _ = parser.parse_known_args([a for a in rest if a not in HELP_FLAGS])
   try:
     config = load_config(known.config)
-    apply_overrides(config, overrides)
+    overrides = apply_overrides(config, overrides)
   except (FileNotFoundError, ConfigError) as failure:
     if any(arg in HELP_FLAGS for arg in rest):
       parser.print_help()

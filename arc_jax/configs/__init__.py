@@ -41,7 +41,7 @@ def sst2_row_config(method: str, row: str) -> ml_collections.ConfigDict:
   c = default_config()
   c.name = f"{method}_{model}_{space}"
   c.method = method
-  c.bidirectional = model == "bilstm"
+  c.lstm.bidirectional = model == "bilstm"
   c.space = PAPER_SPACES[space]
   if space == "review":
     c.max_candidates = 0

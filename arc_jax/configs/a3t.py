@@ -18,8 +18,8 @@ def get_config(arg: str = "del2sub2"):
   if arg not in LAMBDA_MAX:
     raise ConfigError(f"No a3t row {arg!r}; choose one of: {', '.join(LAMBDA_MAX)}.")
   c = sst2_row_config("a3t", f"lstm,{arg}")
-  c.abstracted = "Sub"
-  c.augment_search = "hotflip"
-  c.augment_members = 1
+  c.augmented.abstracted = "Sub"
+  c.augmented.augment_search = "hotflip"
+  c.augmented.augment_members = 1
   c.lambda_max = LAMBDA_MAX[arg]
   return c

@@ -24,9 +24,9 @@ def get_config(arg: str = "del2sub2,first"):
     raise ConfigError(f"No arc_a3t row {arg!r}; choose one of: del2sub2,first, del2sub2,second, "
                       "sub2ins2,first, sub2ins2,second.")
   c = sst2_row_config("arc_a3t", f"lstm,{space}")
-  c.abstracted = FIRST[space] if part == "first" else "Sub"
-  c.name = f"arc_a3t_lstm_{space}_abs_{c.abstracted.lower()}"
-  c.augment_search = "enumerate"
-  c.augment_members = 2
+  c.augmented.abstracted = FIRST[space] if part == "first" else "Sub"
+  c.name = f"arc_a3t_lstm_{space}_abs_{c.augmented.abstracted.lower()}"
+  c.augmented.augment_search = "enumerate"
+  c.augmented.augment_members = 2
   c.lambda_max = LAMBDA_MAX[space]
   return c

@@ -29,6 +29,6 @@ def get_config(arg: str = "lstm,del2sub2"):
                       f"and SPACE one of {', '.join(SPACES)}.")
   c = sst2_row_config("arc", arg)
   c.lambda_max = _arc_lambda_max()[arg]
-  c.pooling = "attention"
+  c.lstm.pooling = "attention"
   c.name = c.name.replace("arc_", "arc_attention_", 1)
   return c

@@ -17,7 +17,7 @@ def get_config(model: str = "lstm"):
   c = default_config()
   c.name = f"normal_{model}"
   c.method = "normal"
-  c.bidirectional = model == "bilstm"
+  c.lstm.bidirectional = model == "bilstm"
   c.lambda_max = 0.0
   c.early_stopping = 5
   return c

@@ -13,7 +13,7 @@ weight decay 1e-4, gradient clip 0.25; PPDB synonyms with one candidate per word
 10; data augmentation and HotFlip: at most 30 epochs, early stopping 5. The word vectors are trained as in the
 original (``trainable_embeddings``: lr 0.1 × 0.05, no weight decay). Measured against
 frozen vectors (results/README.md): ARC ``del2sub2`` test Acc 48.6 / CF 26.6 trained against
-47.1 / 23.1 frozen, Normal 47.8 / 4.5 against 46.5 / 4.3; ``--config.trainable_embeddings=False``
+47.1 / 23.1 frozen, Normal 47.8 / 4.5 against 46.5 / 4.3; ``--config.tree_lstm.trainable_embeddings=False``
 gives the frozen variant.
 """
 
@@ -36,7 +36,7 @@ def get_config(arg: str = "arc,del2sub2"):
   c.dataset = "sst_trees"
   c.space = PAPER_SPACES[space or "del2sub2"]
   c.hidden = 150
-  c.trainable_embeddings = True
+  c.tree_lstm.trainable_embeddings = True
   c.dropout_rate = 0.5
   c.optimizer = "adagrad"
   c.batch_size = 20

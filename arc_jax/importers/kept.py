@@ -230,7 +230,7 @@ def model_card(dest: Path, config, source: Classifier, data: ExperimentData, rec
   """The ``README.md`` of an imported model: where it came from, how it maps onto arc_jax's
   model, its data, and how to certify and load it."""
   imported, kept = record["meta"]["imported"], record["kept_data"]
-  direction = "Bi-LSTM" if config.bidirectional else "LSTM"
+  direction = "Bi-LSTM" if config.lstm.bidirectional else "LSTM"
   projection = ("none (the LSTM reads the word vectors; kept as an exact ±identity through a "
                 "ReLU)" if source.projection is None else
                 f"{source.projection.shape[0]}→{source.projection.shape[1]}"
@@ -254,7 +254,7 @@ def model_card(dest: Path, config, source: Classifier, data: ExperimentData, rec
       f"- embeddings: {data.embeddings.shape[0] - 1:,} words × {data.embeddings.shape[1]} "
       "(frozen); a word outside the vocabulary is dropped from the sentence",
       f"- projection: {projection}",
-      f"- LSTM: hidden {config.hidden}, {direction}; pooling `{config.pooling}`",
+      f"- LSTM: hidden {config.hidden}, {direction}; pooling `{config.lstm.pooling}`",
       f"- head: {head}",
       *notes,
       "",

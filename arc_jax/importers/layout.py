@@ -238,14 +238,15 @@ def _two_logits(layer: Affine) -> Affine:
 
 
 def model_fields(source: Classifier) -> dict[str, object]:
-  """The config fields of the arc_jax model that computes ``source`` (:func:`arc_parameters`)."""
+  """The config fields of the arc_jax model that computes ``source`` (:func:`arc_parameters`),
+  the sequence family's in its block ``lstm``."""
   projection = (2 * source.embeddings.shape[1] if source.projection is None else
                 source.projection.shape[1] * (1 if source.projection_relu else 2))
   features = source.cells[0].hidden * len(source.cells)
-  return {"hidden": source.cells[0].hidden, "projection": projection,
-          "head_hidden": source.head[0].shape[1] if len(source.head) == 2 else 2 * features,
-          "bidirectional": len(source.cells) == 2, "pooling": source.pooling,
-          "dropout_rate": 0.0}
+  return {"hidden": source.cells[0].hidden, "dropout_rate": 0.0, "lstm": {
+      "projection": projection,
+      "head_hidden": source.head[0].shape[1] if len(source.head) == 2 else 2 * features,
+      "bidirectional": len(source.cells) == 2, "pooling": source.pooling}}
 
 
 def arc_parameters(source: Classifier) -> dict[str, np.ndarray]:

@@ -62,6 +62,8 @@ class LSTMClassifier(nnx.Module):
     dropout_rate: dropout before each head layer (0.2 in the paper's runs).
     cell: the recurrent cell, a name of :data:`arc_jax.nn.recurrent.CELLS` (``"lstm"``, the
       paper's; ``"gru"``).
+    cell_settings: the cell's settings (field → value) if it declares a block
+      (:func:`arc_jax.nn.recurrent.register_cell`).
     rngs: parameter initialisation.
     param_dtype: dtype of the parameters and embeddings (float64 in soundness tests).
   """
@@ -69,16 +71,16 @@ class LSTMClassifier(nnx.Module):
   def __init__(self, embeddings: np.ndarray, *, hidden: int = 100, projection: int = 100,
                head_hidden: int = 100, num_classes: int = 2, bidirectional: bool = False,
                pooling: str = "final", dropout_rate: float = 0.2, cell: str = "lstm",
-               rngs: nnx.Rngs, param_dtype=jnp.float32):
+               cell_settings: dict | None = None, rngs: nnx.Rngs, param_dtype=jnp.float32):
     check_param_dtype(param_dtype)
     if pooling not in POOLINGS:
       raise ValueError(f"Unknown pooling {pooling!r}; choose one of {POOLINGS}.")
     kw = dict(rngs=rngs, param_dtype=param_dtype)
     self.embeddings = FrozenEmbedding(jnp.asarray(embeddings, param_dtype))
     self.projection = Projection(embeddings.shape[1], projection, **kw)
-    self.forward_cell = recurrent.make_cell(cell, projection, hidden, **kw)
-    self.backward_cell = (recurrent.make_cell(cell, projection, hidden, **kw) if bidirectional
-                          else None)
+    new_cell = lambda: recurrent.make_cell(cell, projection, hidden, cell_settings, **kw)
+    self.forward_cell = new_cell()
+    self.backward_cell = new_cell() if bidirectional else None
     features = hidden * (2 if bidirectional else 1)
     self.attention = Dense(features, 1, **kw) if pooling == "attention" else None
     self.head_hidden = Dense(features, head_hidden, **kw)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 
 from arc_jax import interval as iv
 from arc_jax.domain import Domain
+from arc_jax.settings import Settings
 
 Value = iv.Value
 Carry = tuple
@@ -51,24 +52,33 @@ class RecurrentCell(Protocol):
 
 
 CELLS: dict[str, Callable[..., RecurrentCell]] = {}
-"""Cell name → constructor ``(in_features, hidden, *, rngs, param_dtype)``."""
+"""Cell name → constructor ``(in_features, hidden, *, rngs, param_dtype, **settings)``."""
+
+CELL_SETTINGS: dict[str, Settings] = {}
+"""Cell name → its settings block (``config.<block>``; cells without settings are absent)."""
 
 
-def register_cell(name: str):
-  """Class decorator: registers a cell under ``name`` (``LSTMClassifier(cell=name)``)."""
+def register_cell(name: str, settings: Settings | None = None):
+  """Class decorator: registers a cell under ``name`` (``LSTMClassifier(cell=name)``); a cell
+  with ``settings`` takes each of its fields as a keyword argument (the sequence family passes
+  ``config.<settings.name>``)."""
   def register(cls):
     if name in CELLS:
       raise ValueError(f"A cell named {name!r} is registered already ({CELLS[name].__name__}).")
     CELLS[name] = cls
+    if settings is not None:
+      CELL_SETTINGS[name] = settings
     return cls
   return register
 
 
-def make_cell(name: str, in_features: int, hidden: int, **kwargs) -> RecurrentCell:
-  """The registered cell ``name``; a ValueError naming the registered ones otherwise."""
+def make_cell(name: str, in_features: int, hidden: int, settings: dict | None = None,
+              **kwargs) -> RecurrentCell:
+  """The registered cell ``name`` with its ``settings`` (field → value); a ValueError naming
+  the registered ones otherwise."""
   if name not in CELLS:
     raise ValueError(f"Unknown cell {name!r}; choose one of {sorted(CELLS)}.")
-  return CELLS[name](in_features, hidden, **kwargs)
+  return CELLS[name](in_features, hidden, **(settings or {}), **kwargs)
 
 
 def initial_carry(cell: RecurrentCell, zeros: Value) -> Carry:

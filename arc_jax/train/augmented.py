@@ -2,12 +2,12 @@
 D'Antoni, ICML 2020).
 
 Both split ``config.space`` into an augmented part S_aug and an abstracted part S_abs
-(``config.abstracted`` names the abstracted transformations; :mod:`arc_jax.perturbation.split`
+(``config.augmented.abstracted`` names the abstracted transformations; :mod:`arc_jax.perturbation.split`
 gives the exact semantics) and train on the objective
 
     (1 − λ)·CE(x) + λ · max_{x' ∈ M(x)} CE(worst-case logits of S_abs|x'(x')),
 
-with λ and ε on ARC's curriculum. M(x) ⊆ S_aug(x) holds x and ``config.augment_members`` (k)
+with λ and ε on ARC's curriculum. M(x) ⊆ S_aug(x) holds x and ``augment_members`` (k)
 more members, the example's rows of a batch of B·(k+1) rows (example-major; an example with fewer
 than k other members repeats x). When M(x) = S_aug(x) the robust term bounds the loss of every
 string of S(x); with k smaller it is the adversarial-training heuristic of both papers.
@@ -17,7 +17,7 @@ string of S(x); with k smaller it is the adversarial-training heuristic of both 
   are kept (the original keeps 2, ``--eaugment-by 2``, docs/ORIGINAL.md §5); S_abs|x' is
   abstracted with the ARC DP. Enumeration grows as n^δ with the sentence length n per augmented
   transformation (about n²/2 members for (Ins,2), C(#matches, 2) for (Sub,2)); where that is too
-  many (larger δ, every PPDB candidate, long IMDB reviews) ``config.augment_search="hotflip"``
+  many (larger δ, every PPDB candidate, long IMDB reviews) ``augment_search="hotflip"``
   takes the k best strings of a HotFlip beam search (beam k) instead.
 * ``a3t`` (A3T (HotFlip), the paper's baseline): M(x) = x and the top-1 string of HotFlip's beam
   search over S_aug (A3T explores its augmentation space with HotFlip); S_abs, 1→1
@@ -29,6 +29,8 @@ augmented rewrites left untouched (the original certified S_abs on x' as a new s
 reaches strings outside S(x)); the robust term is the maximum over M(x), not a mean over the
 rows added to the batch; augmenting Sub does augment it (the original's enumeration had empty
 substitution lists, docs/ORIGINAL.md §8 item 4).
+
+Both methods read their settings from one block, :data:`SETTINGS` (``config.augmented``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from arc_jax.data import Batch, make_batch
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.spaces import Signature
 from arc_jax.perturbation.split import Member, member_from_picks, split_space
+from arc_jax.settings import Setting, Settings
 from arc_jax.train import losses, steps
 from arc_jax.train.families.sequence import make_predict_fn
 
@@ -57,7 +60,17 @@ if TYPE_CHECKING:
   from arc_jax.train.built import Built
 
 SEARCHES = ("enumerate", "hotflip")
-"""``config.augment_search``: how M(x) is drawn from S_aug(x)."""
+"""``augment_search``: how M(x) is drawn from S_aug(x)."""
+
+SETTINGS = Settings("augmented", {
+    "abstracted": Setting("", "arc_a3t / a3t: transformations of config.space abstracted by the "
+                          "DP (comma-separated names, e.g. Del); the others are augmented"),
+    "augment_search": Setting("enumerate", "arc_a3t / a3t: how the augmented part is explored",
+                              choices=lambda: SEARCHES),
+    "augment_members": Setting(2, "arc_a3t / a3t: members of the augmented part each example "
+                               "trains on besides x", valid=(">= 1", lambda v: v >= 1)),
+})
+"""The settings of ARC-A3T and A3T (``config.augmented``)."""
 
 _SCORE_ROWS = 256  # rows per forward pass when enumerated members are scored
 
@@ -103,7 +116,7 @@ def _hotflip_members(experiment: Built, split, params, rows, labels, k: int
 def member_batches(experiment: Built):
   """The batch transform: B examples → B·(k+1) rows, x and its members (example-major), with
   the DP plans of S_abs restricted to each member's free windows."""
-  c = experiment.config
+  c = experiment.config.augmented
   split = split_space(experiment.space, c.abstracted)
   # Member plans run on the whole grid (no reachable grid), so no shape menu.
   builder = experiment.family.make_builder(experiment.data, split.abstract, 0)
@@ -168,8 +181,9 @@ def augmented_objective(signature: Signature, slots: int, abstraction: str,
 
 def _objective_factory(abstraction: str):
   def factory(experiment: Built, robust_weight, eps) -> steps.Objective:
-    split = split_space(experiment.space, experiment.config.abstracted)
-    return augmented_objective(split.abstract.signature, experiment.config.augment_members + 1,
+    c = experiment.config.augmented
+    split = split_space(experiment.space, c.abstracted)
+    return augmented_objective(split.abstract.signature, c.augment_members + 1,
                                abstraction, robust_weight, eps)
   return factory
 
@@ -188,14 +202,9 @@ def _check(config: ml_collections.ConfigDict, intervals: bool) -> None:
   if config.robust_loss != "worst_case":
     raise ValueError("needs config.robust_loss='worst_case' (the maximum over members is per "
                      "example).")
-  if config.augment_search not in SEARCHES:
-    raise ValueError(f"config.augment_search={config.augment_search!r}; choose one of "
-                     f"{list(SEARCHES)}.")
-  if config.augment_members < 1:
-    raise ValueError(f"config.augment_members={config.augment_members} must be >= 1.")
-  split = split_space(parse_space(config.space, synonyms={}), config.abstracted)
+  split = split_space(parse_space(config.space, synonyms={}), config.augmented.abstracted)
   if not split.abstracted:
-    raise ValueError(f"config.abstracted is empty: name the transformations of "
+    raise ValueError(f"config.augmented.abstracted is empty: name the transformations of "
                      f"{config.space} to abstract (e.g. 'Sub'), comma-separated.")
   if intervals:
     check_interval_space(split.abstract)

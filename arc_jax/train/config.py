@@ -6,6 +6,13 @@ original's LSTM ARC run on SST-2 under ``[(Del,2),(Sub,2)]`` (docs/ORIGINAL.md �
 added later defaults to what runs did before it existed, so older run directories read with
 :func:`with_defaults` mean what they meant. The paper's rows are configs
 (:mod:`arc_jax.configs`, ``experiments/configs/``), not part of the schema.
+
+This module holds the fields every run has. A training method, a model family or a cell with
+settings of its own declares them beside its code as a :class:`arc_jax.settings.Settings` block
+(``Method.settings``, ``ModelFamily.settings``, ``register_cell(name, settings=...)``), and the
+config holds each registered block as ``config.<block>.<field>`` (``config.lstm.pooling``,
+``config.augmented.abstracted``): adding one edits no shared file. Configs written before the
+blocks existed kept those fields flat; :func:`migrate` moves them (:data:`LEGACY_FIELDS`).
 """
 
 from __future__ import annotations
@@ -13,12 +20,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import re
+import warnings
+from typing import Any, Callable, Iterable
 
 import ml_collections
 from ml_collections import config_dict
 
-# Only what the schema needs: the command lines read configs (and --help lists their fields)
-# without starting JAX; validate() imports the registries it checks against.
+from arc_jax.settings import Settings, merged
+
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 
 SPACE_NAMES = {
@@ -50,15 +59,16 @@ NOMINAL_LENGTH = 64
 
 FIELD_HELP = {
     "name": "run name: the default --workdir is runs/<name> (overrides of other fields extend it)",
-    "method": "training method, a key of arc_jax.train.METHODS: normal, augment, hotflip, arc, "
-              "arc_a3t, a3t or one registered by a plugin",
-    "model": "model family: lstm (LSTM / Bi-LSTM) or tree_lstm (Tree-LSTM)",
-    "dataset": "sst2 or imdb (model lstm), sst_trees (model tree_lstm)",
+    "method": "training method (arc_jax.train.METHODS; plugins may register more)",
+    "model": "model family (arc_jax.train.families.FAMILIES): lstm is the LSTM / Bi-LSTM, "
+             "tree_lstm the Tree-LSTM",
+    "dataset": "a dataset of the model family: sst2 or imdb (model lstm), sst_trees (model "
+               "tree_lstm)",
     "data_dir": "data folder (only there); default $ARC_DATA_DIR, else ./data, else a download "
                 "folder filled from $ARC_DATA_MIRROR or the public sources (docs/DATA.md)",
     "data_source": "set by the run, not by you: how its data folder was found (config.data_dir, "
                    "$ARC_DATA_DIR, ./data, $ARC_DATA_MIRROR or public sources)",
-    "synonyms": "Sub's lexicon: ppdb or counterfitted",
+    "synonyms": "Sub's lexicon",
     "max_candidates": "Sub candidates per word, in file order (1: ARC's --use-fewer-sub; 0: all)",
     "num_train": "use the first N training examples (default all)",
     "num_dev": "use the first N dev examples (default all)",
@@ -78,18 +88,9 @@ FIELD_HELP = {
                      "with its own value",
     "plugins": "comma-separated Python modules imported before the config is checked, e.g. "
                "ones that register transformations for config.space (register_transformation)",
-    "bidirectional": "Bi-LSTM instead of LSTM",
-    "cell": "the recurrent cell of model=lstm: lstm (the paper's) or gru, or a cell a plugin "
-            "registers (arc_jax.nn.register_cell)",
-    "pooling": "how the LSTM states become the features: final, mean, attention (the last "
-               "state, the mean over positions, attention over positions)",
     "hidden": "LSTM (Tree-LSTM) hidden units",
-    "projection": "units of the projection layer before the LSTM",
-    "head_hidden": "units of the classifier's hidden layer",
     "dropout_rate": "dropout probability",
-    "trainable_embeddings": "Tree-LSTM: train the word vectors too (else frozen)",
-    "embedding_lr_scale": "Tree-LSTM: learning-rate factor of trained word vectors",
-    "optimizer": "adam or adagrad (after gradient clipping and coupled L2)",
+    "optimizer": "optimiser, after gradient clipping and coupled L2",
     "batch_size": "training examples per step (a multiple of the devices)",
     "learning_rate": "optimiser learning rate",
     "weight_decay": "coupled L2 weight (torch's weight_decay)",
@@ -100,13 +101,8 @@ FIELD_HELP = {
     "lambda_max": "weight of the robust loss after the ramp (0: no certified training)",
     "eps_start": "hull scale ε at epoch 0",
     "eps_max": "hull scale ε after the ramp",
-    "robust_loss": "worst_case or max_of_means (the original's binary loss)",
+    "robust_loss": "the robust loss (max_of_means: the original's binary loss)",
     "early_stopping": "stop after N epochs without dev improvement (0: never)",
-    "abstracted": "arc_a3t / a3t: transformations of config.space abstracted by the DP "
-                  "(comma-separated names, e.g. Del); the others are augmented",
-    "augment_search": "arc_a3t / a3t: how the augmented part is explored: enumerate or hotflip",
-    "augment_members": "arc_a3t / a3t: members of the augmented part each example trains on "
-                       "besides x",
     "seed": "seed of parameters, dropout and data order",
     "eval_batch_size": "examples per evaluation batch (a multiple of the devices)",
     "log_every": "steps per metrics.jsonl line",
@@ -114,7 +110,30 @@ FIELD_HELP = {
     "max_steps": "stop (resumably) after this many steps",
     "progress": "show progress bars",
 }
-"""One line per config field, for ``train.py --help`` (a test checks it covers every field)."""
+"""One line per shared config field, for ``train.py --help`` (a test checks it covers every
+field); the fields with a registry of values get its names appended (:func:`choices`)."""
+
+
+def choices() -> dict[str, list[str]]:
+  """Shared fields whose value names a registry entry → the registered names (read when asked,
+  so entries that plugins register count), for --help and :func:`validate`."""
+  # pylint: disable=import-outside-toplevel  (the registries import JAX; the schema does not)
+  from arc_jax.data.synonyms import SYNONYM_FILES
+  from arc_jax.train.families import FAMILIES
+  from arc_jax.train.losses import ROBUST_LOSSES
+  from arc_jax.train.methods import METHODS
+  from arc_jax.train.steps import OPTIMIZERS
+  return {"method": list(METHODS), "model": list(FAMILIES), "synonyms": list(SYNONYM_FILES),
+          "optimizer": list(OPTIMIZERS), "robust_loss": list(ROBUST_LOSSES)}
+
+
+LEGACY_FIELDS = {
+    **dict.fromkeys(("bidirectional", "cell", "pooling", "projection", "head_hidden"), "lstm"),
+    **dict.fromkeys(("trainable_embeddings", "embedding_lr_scale"), "tree_lstm"),
+    **dict.fromkeys(("abstracted", "augment_search", "augment_members"), "augmented"),
+}
+"""Fields that configs written before the settings blocks held flat → the block that owns them
+now (a fixed record of that layout, for :func:`migrate`)."""
 
 
 NUMERIC_RANGES = (
@@ -122,22 +141,43 @@ NUMERIC_RANGES = (
      lambda v: 0.0 <= v <= 1.0),
     (("dropout_rate",), "in [0, 1)", lambda v: 0.0 <= v < 1.0),
     (("learning_rate", "grad_clip"), "> 0", lambda v: v > 0),
-    (("weight_decay", "embedding_lr_scale", "max_candidates", "early_stopping", "ramp_epochs",
-      "max_dp_shapes"), ">= 0", lambda v: v >= 0),
+    (("weight_decay", "max_candidates", "early_stopping", "ramp_epochs", "max_dp_shapes"),
+     ">= 0", lambda v: v >= 0),
     (("batch_size", "eval_batch_size", "log_every", "checkpoint_every", "num_epochs", "hidden",
-      "projection", "head_hidden", "num_train", "num_dev", "num_test", "max_steps"), ">= 1",
-     lambda v: v >= 1),
+      "num_train", "num_dev", "num_test", "max_steps"), ">= 1", lambda v: v >= 1),
 )
-"""(fields, their range in words, its test) of the numeric fields :func:`validate` checks; unset
-ones (None: all examples, no step limit) pass. NaN fails every test."""
+"""(fields, their range in words, its test) of the numeric shared fields :func:`validate`
+checks (a block's own are :attr:`arc_jax.settings.Setting.valid`); unset ones (None: all
+examples, no step limit) pass. NaN fails every test."""
 
 
 class ConfigError(ValueError):
   """A setting that does not fit the others; the message names it and the choices or the fix."""
 
 
+def registered_blocks() -> dict[str, Settings]:
+  """Block name → the settings block of every registered method, model family and cell."""
+  # pylint: disable=import-outside-toplevel  (the registries import JAX; the schema does not)
+  from arc_jax.nn.recurrent import CELL_SETTINGS
+  from arc_jax.train.families import FAMILIES
+  from arc_jax.train.methods import METHODS
+  return merged([*(m.settings for m in METHODS.values()),
+                 *(f.settings for f in FAMILIES.values()), *CELL_SETTINGS.values()])
+
+
+def add_blocks(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Adds the defaults of each registered block ``config`` lacks (one a plugin registered after
+  the config was made); returns ``config``."""
+  with config.unlocked():
+    for name, block in registered_blocks().items():
+      if name not in config:
+        config[name] = block.defaults()
+  return config
+
+
 def default_config() -> ml_collections.ConfigDict:
-  """ARC certified training of an LSTM on SST-2 for ``[(Del,2),(Sub,2)]`` (λ_max 0.5)."""
+  """ARC certified training of an LSTM on SST-2 for ``[(Del,2),(Sub,2)]`` (λ_max 0.5), with
+  every registered settings block at its defaults."""
   c = ml_collections.ConfigDict()
   c.name = "arc_lstm_del2sub2"
   c.method = "arc"  # a key of arc_jax.train.METHODS
@@ -172,18 +212,9 @@ def default_config() -> ml_collections.ConfigDict:
   # transformations that config.space names (arc_jax.register_transformation).
   c.plugins = ""
 
-  # Model (arc_jax.nn.LSTMClassifier; the Tree-LSTM uses hidden and dropout_rate only).
-  c.bidirectional = False
-  c.cell = "lstm"  # the recurrent cell (arc_jax.nn.recurrent.CELLS)
-  c.pooling = "final"
+  # Model: the sizes every family has; a family's own are its block (config.lstm, ...).
   c.hidden = 100
-  c.projection = 100
-  c.head_hidden = 100
   c.dropout_rate = 0.2
-  # Tree-LSTM only: train the word vectors too, at embedding_lr_scale × learning_rate and without
-  # weight decay (the original's second parameter group); False keeps them frozen.
-  c.trainable_embeddings = False
-  c.embedding_lr_scale = 0.1
 
   # Optimiser: clip the global norm, add coupled L2 (torch's weight_decay), then
   # arc_jax.train.steps.OPTIMIZERS[optimizer]: "adam" (LSTMs) or "adagrad" (Tree-LSTM).
@@ -202,13 +233,6 @@ def default_config() -> ml_collections.ConfigDict:
   c.eps_max = 1.0
   c.robust_loss = "worst_case"  # or "max_of_means" (the original's binary loss)
   c.early_stopping = 0  # stop after this many epochs without dev improvement; 0: never
-  # ARC-A3T / A3T (arc_jax.train.augmented): the transformations of config.space abstracted
-  # (comma-separated names, e.g. "Del"; the others are augmented), how the augmented part is
-  # explored ("enumerate" or "hotflip") and how many of its members each example trains on
-  # besides x.
-  c.abstracted = ""
-  c.augment_search = "enumerate"
-  c.augment_members = 2
 
   # Bookkeeping.
   c.seed = 0  # parameters, dropout and data order
@@ -217,11 +241,25 @@ def default_config() -> ml_collections.ConfigDict:
   c.checkpoint_every = 500  # steps between mid-epoch checkpoints
   c.max_steps = config_dict.placeholder(int)  # stop (resumably) after this many steps
   c.progress = True  # tqdm bars
-  return c
+  return add_blocks(c)
 
 
-NAME_FIELDS = ("method", "model", "bidirectional", "dataset", "space")
+NAME_FIELDS = ("method", "model", "lstm.bidirectional", "dataset", "space")
 """The fields a run name stands for (:func:`derived_name`)."""
+
+
+def field_value(config, dotted: str) -> Any:
+  """``config.<a>.<b>`` of ``dotted`` ``"a.b"`` (a block's field) or ``config.<a>``."""
+  value = config
+  for part in dotted.split("."):
+    value = value[part]
+  return value
+
+
+def flat_items(values: dict) -> dict[str, Any]:
+  """A config dict's fields as ``"block.field"`` → value (shared fields as they are)."""
+  return {f"{k}.{f}" if isinstance(v, dict) else k: x
+          for k, v in values.items() for f, x in (v.items() if isinstance(v, dict) else [(k, v)])}
 
 
 def space_key(spec: str) -> str:
@@ -235,10 +273,10 @@ def space_key(spec: str) -> str:
 
 
 def derived_name(config: ml_collections.ConfigDict) -> str:
-  """``<method>_<model>_<space>`` of the config (``arc_lstm_del2sub2``; ``imdb_`` before the
-  model for IMDB)."""
-  model = ("tree" if config.model == "tree_lstm" else "bilstm" if config.bidirectional
-           else "lstm")
+  """``<method>_<model>_<space>`` of the config (``arc_lstm_del2sub2``; ``bi`` before a model
+  whose block says ``bidirectional``; ``imdb_`` before the model for IMDB)."""
+  bidirectional = (config.get(config.model) or {}).get("bidirectional", False)
+  model = "tree" if config.model == "tree_lstm" else "bi" * bidirectional + config.model
   dataset = "" if config.dataset in ("sst2", "sst_trees") else f"{config.dataset}_"
   return f"{config.method}_{dataset}{model}_{space_key(config.space)}"
 
@@ -256,7 +294,9 @@ def run_name(config: ml_collections.ConfigDict, overridden) -> str:
     return config.name
   name = derived_name(config) if overridden & set(NAME_FIELDS) else config.name
   extra = sorted(overridden - set(NAME_FIELDS) - set(RUN_CONTROL_FIELDS))
-  suffix = "".join(f"_{k}{re.sub(r'[^A-Za-z0-9.-]+', '', str(config[k]))}" for k in extra)
+  suffix = "".join(f"_{k.rpartition('.')[2]}"
+                   f"{re.sub(r'[^A-Za-z0-9.-]+', '', str(field_value(config, k)))}"
+                   for k in extra)
   if len(suffix) > 60:
     suffix = "_" + hashlib.sha1(suffix.encode()).hexdigest()[:8]
   return name + suffix
@@ -267,13 +307,41 @@ BEFORE_FIELD = {"max_dp_shapes": 0}
 reproduces those runs."""
 
 
+def migrate(saved: dict) -> dict:
+  """``saved`` (a config as a dict) with its flat fields of :data:`LEGACY_FIELDS` moved into
+  their blocks; a config in today's layout is returned as it is. The one place the old layout is
+  read: every committed run's ``config.json`` loads through it (tests/train/test_config.py)."""
+  out = {k: dict(v) if isinstance(v, dict) else v for k, v in saved.items()
+         if k not in LEGACY_FIELDS}
+  for field, block in LEGACY_FIELDS.items():
+    if field in saved:
+      out.setdefault(block, {})[field] = saved[field]
+  return out
+
+
+def merge(config: ml_collections.ConfigDict, values: dict) -> ml_collections.ConfigDict:
+  """Sets ``values`` (a config as a dict, blocks as dicts) on ``config``, a block's fields one
+  by one (a saved block may predate some of its fields); returns ``config``."""
+  for key, value in values.items():
+    if isinstance(value, dict) and key in config:
+      for field, x in value.items():
+        config[key][field] = x
+    else:
+      config[key] = value
+  return config
+
+
 def with_defaults(saved: dict) -> ml_collections.ConfigDict:
   """A saved config (``config.json``) with the fields it predates set to what its run did: the
-  default, or :data:`BEFORE_FIELD`'s value."""
+  default, or :data:`BEFORE_FIELD`'s value; flat fields of the old layout moved into their
+  blocks (:func:`migrate`)."""
   config = default_config()
   config.update(BEFORE_FIELD)
-  config.update(saved)
-  return config
+  values = migrate(saved)
+  with config.unlocked():
+    merge(config, values)
+  import_plugins(config)
+  return add_blocks(config)
 
 
 def _check_space_size(space, config: ml_collections.ConfigDict) -> None:
@@ -305,27 +373,27 @@ def import_plugins(config: ml_collections.ConfigDict) -> None:
 def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> None:
   """Raises :class:`ConfigError` naming the field and the fix for inconsistent settings.
 
-  Imports ``config.plugins`` first (:func:`import_plugins`). ``training=False`` (evaluating a
-  trained run, possibly under another space) skips the method's own checks
+  Imports ``config.plugins`` first (:func:`import_plugins`) and adds the blocks they register.
+  Checks the shared fields, then the chosen method's and model family's blocks
+  (:meth:`arc_jax.settings.Settings.check`). ``training=False`` (evaluating a trained run,
+  possibly under another space) skips the method's own checks
   (:attr:`arc_jax.train.methods.Method.check`), which concern how it trains.
   """
   # pylint: disable=import-outside-toplevel  (they need JAX; reading a config does not)
-  from arc_jax.data.synonyms import SYNONYM_FILES
-  from arc_jax.nn import CELLS
-  from arc_jax.nn.models import POOLINGS
   from arc_jax.perturbation import parse_space
   from arc_jax.train.families import FAMILIES
-  from arc_jax.train.losses import ROBUST_LOSSES
   from arc_jax.train.methods import METHODS
-  from arc_jax.train.steps import OPTIMIZERS
   import_plugins(config)
-  if config.method not in METHODS:
-    raise ConfigError(f"config.method={config.method!r} is unknown; choose one of "
-                      f"{sorted(METHODS)}.")
-  if config.model not in FAMILIES:
-    raise ConfigError(f"config.model={config.model!r} is unknown; choose one of "
-                      f"{sorted(FAMILIES)}.")
-  family = FAMILIES[config.model]
+  add_blocks(config)
+  legacy = sorted(set(config) & set(LEGACY_FIELDS))
+  if legacy:
+    raise ConfigError(f"config.{legacy[0]} is now config.{LEGACY_FIELDS[legacy[0]]}."
+                      f"{legacy[0]}: set that field instead.")
+  for field, names in choices().items():
+    if config[field] not in names:
+      raise ConfigError(f"config.{field}={config[field]!r} is unknown; choose one of "
+                        f"{sorted(names)}.")
+  family, method = FAMILIES[config.model], METHODS[config.method]
   if config.dataset not in family.datasets:
     owner = [f.name for f in FAMILIES.values() if config.dataset in f.datasets]
     raise ConfigError(f"config.dataset={config.dataset!r} is not a dataset of model "
@@ -336,13 +404,18 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
     raise ConfigError(f"config.method={config.method!r} is not available for model "
                       f"{config.model!r}; choose one of "
                       f"{sorted(set(METHODS) - set(family.unsupported_methods))}.")
-  if config.robust_loss not in ROBUST_LOSSES or config.robust_loss not in family.robust_losses:
+  if config.robust_loss not in family.robust_losses:
     raise ConfigError(f"config.robust_loss={config.robust_loss!r} is not available for model "
                       f"{config.model!r}; choose one of {list(family.robust_losses)}.")
   for names, allowed, holds in NUMERIC_RANGES:
     for name in names:
       if config[name] is not None and not holds(config[name]):
         raise ConfigError(f"config.{name}={config[name]} must be {allowed}.")
+  for block in filter(None, (family.settings, method.settings)):
+    try:
+      block.check(config[block.name])
+    except ValueError as error:
+      raise ConfigError(str(error)) from None
   try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
     space = parse_space(config.space, synonyms={})
     family.check_space(space)
@@ -356,22 +429,8 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
       raise ConfigError(f"config.space={config.space!r}: {name} has budget {delta} and never "
                         "applies; give it a budget >= 1 or leave it out.")
   _check_space_size(space, config)
-  if training and METHODS[config.method].check is not None:
+  if training and method.check is not None:
     try:
-      METHODS[config.method].check(config)
+      method.check(config)
     except ValueError as error:
       raise ConfigError(f"config.method={config.method!r}: {error}") from None
-  if config.trainable_embeddings and not family.trainable_embeddings:
-    raise ConfigError(f"config.trainable_embeddings=True is not available for model "
-                      f"{config.model!r}: its word vectors are frozen; set it to False.")
-  if config.synonyms not in SYNONYM_FILES:
-    raise ConfigError(f"config.synonyms={config.synonyms!r} is unknown; choose one of "
-                      f"{sorted(SYNONYM_FILES)}.")
-  if config.model == "lstm" and config.cell not in CELLS:
-    raise ConfigError(f"config.cell={config.cell!r} is unknown; choose one of {sorted(CELLS)}.")
-  if config.model == "lstm" and config.pooling not in POOLINGS:
-    raise ConfigError(f"config.pooling={config.pooling!r} is unknown; choose one of "
-                      f"{list(POOLINGS)}.")
-  if config.optimizer not in OPTIMIZERS:
-    raise ConfigError(f"config.optimizer={config.optimizer!r} is unknown; choose one of "
-                      f"{sorted(OPTIMIZERS)}.")

@@ -65,8 +65,9 @@ import ml_collections
 import numpy as np
 
 from arc_jax.data.prepare import ExperimentData
-from arc_jax.train.config import with_defaults
+from arc_jax.train.config import flat_items, with_defaults
 from arc_jax.train.experiment import data_fingerprint
+from arc_jax.train.steps import trained_embedding_scale
 
 MODEL_DIR = "model"
 STORE_DIR = "store"
@@ -375,8 +376,8 @@ def training_command(saved: dict[str, Any], base: ml_collections.ConfigDict | No
   ``config.json``): ``--config config_arg`` (a shipped config ``FILE[:ARG]`` whose config is
   ``base``; None: the defaults) and one ``--config.FIELD=VALUE`` per field that differs from it
   (fields the config predates mean what :func:`~arc_jax.train.config.with_defaults` says)."""
-  base = with_defaults({}) if base is None else base
-  config = with_defaults(saved)
+  base = flat_items((with_defaults({}) if base is None else base).to_dict())
+  config = flat_items(with_defaults(saved).to_dict())
   overrides = [_argument(k, v) for k, v in sorted(config.items())
                if k not in UNCOMMANDED_FIELDS and base.get(k) != v]
   head = ["python", "experiments/train.py"]
@@ -421,9 +422,9 @@ def model_card(run_dir, command: str) -> str:
   record = _record(run_dir)
   meta, kept = record["meta"], record.get("kept_data", {})
   architecture = ("Tree-LSTM" if config.model == "tree_lstm" else
-                  "Bi-LSTM" if config.bidirectional else "LSTM")
+                  "Bi-LSTM" if config.lstm.bidirectional else "LSTM")
   vectors = "frozen"
-  if config.trainable_embeddings:
+  if trained_embedding_scale(config) is not None:
     changed = next(iter(record["sparse"].values()), None)
     vectors = ("trained" + (f" ({changed['rows']:,} of {changed['of']:,} rows changed, kept as "
                             f"{changed['dtype']} differences; exact: {record['exact']})"

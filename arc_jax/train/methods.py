@@ -20,6 +20,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax.data import Batch
+from arc_jax.settings import Settings
 from arc_jax.train import augmented, objectives
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class Method:
     check: ``check(config)`` raises ``ValueError`` naming the fix for settings the method cannot
       train with (called by ``validate`` before a run directory is written; not when a
       trained run is evaluated).
+    settings: the method's own config block (``config.<settings.name>``), or None.
   """
 
   objective: ObjectiveFactory = clean
@@ -80,6 +82,7 @@ class Method:
   selection: str | None = None
   curriculum: bool = False
   check: Callable[[ml_collections.ConfigDict], None] | None = None
+  settings: Settings | None = None
 
   def __post_init__(self):
     if self.selection is None:
@@ -130,9 +133,9 @@ METHODS: dict[str, Method] = {
     "hotflip": Method(clean, hotflip_members),
     "arc": Method(arc, curriculum=True),
     "arc_a3t": Method(augmented.dp_objective, augmented.member_batches, curriculum=True,
-                      check=augmented.check_arc_a3t),
+                      check=augmented.check_arc_a3t, settings=augmented.SETTINGS),
     "a3t": Method(augmented.interval_objective, augmented.member_batches, curriculum=True,
-                  check=augmented.check_a3t),
+                  check=augmented.check_a3t, settings=augmented.SETTINGS),
 }
 
 

@@ -163,11 +163,19 @@ def make_optimizer(learning_rate: float, weight_decay: float, grad_clip: float,
   return optax.apply_if_finite(optax.chain(*parts), max_consecutive_errors=100)
 
 
+def trained_embedding_scale(config) -> float | None:
+  """The learning-rate factor of the word vectors when the model trains them, else None (they
+  are frozen). A family whose model can train them declares ``trainable_embeddings`` and
+  ``embedding_lr_scale`` in its block (the Tree-LSTM's ``config.tree_lstm``)."""
+  block = config.get(config.model) or {}
+  return block["embedding_lr_scale"] if block.get("trainable_embeddings") else None
+
+
 def config_optimizer(config) -> optax.GradientTransformation:
   """:func:`make_optimizer` of an experiment config (training and checkpoint restoring)."""
   return make_optimizer(config.learning_rate, config.weight_decay, config.grad_clip,
                         config.optimizer,
-                        config.embedding_lr_scale if config.trainable_embeddings else None)
+                        trained_embedding_scale(config))
 
 
 def init_state(params: nnx.State, tx: optax.GradientTransformation, seed: int) -> TrainState:

@@ -297,7 +297,7 @@ def test_attention_arc_training_runs_from_the_cli(tmp_path):
   λ > 0 and ε = 1 from the first step, then the test certification."""
   root = write_data_root(tmp_path / "data")
   run = tmp_path / "run"
-  flags = ["--config.hidden=6", "--config.projection=5", "--config.head_hidden=4",
+  flags = ["--config.hidden=6", "--config.lstm.projection=5", "--config.lstm.head_hidden=4",
            "--config.batch_size=2", "--config.eval_batch_size=2", "--config.num_train=4",
            "--config.num_epochs=1", "--config.lambda_start=0.5", "--config.eps_start=1.0",
            "--config.progress=False", "--config.log_every=1"]
@@ -311,7 +311,7 @@ def test_attention_arc_training_runs_from_the_cli(tmp_path):
   assert done.returncode == 0, done.stderr[-3000:]
   config = json.loads((run / "config.json").read_text())
   # The run name is the row's, plus a hash of the overrides (arc_jax.train.config.run_name).
-  assert config["pooling"] == "attention"
+  assert config["lstm"]["pooling"] == "attention"
   assert config["name"].startswith("arc_attention_lstm_del2sub2")
   logs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
   train = [r for r in logs if r["kind"] == "train"]
@@ -328,7 +328,7 @@ def test_attention_config_rows():
       config = module.get_config(f"{model},{space}")
       validate(config)
       assert set(config.keys()) == set(default_config().keys())
-      assert config.pooling == "attention" and config.method == "arc"
+      assert config.lstm.pooling == "attention" and config.method == "arc"
       assert config.lambda_max == arc.get_config(f"{model},{space}").lambda_max
       names.add(config.name)
   assert len(names) == 6 and "arc_attention_bilstm_del2ins2" in names

@@ -19,14 +19,17 @@ import pytest
 
 from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401  (fixtures)
 
-from arc_jax.train import default_config
-from arc_jax.train.config import FIELD_HELP
+import ml_collections
+
+from arc_jax.train import ConfigError, default_config, validate
+from arc_jax.train.config import FIELD_HELP, registered_blocks, run_name
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN, EVALUATE = str(REPO / "experiments" / "train.py"), str(REPO / "experiments" / "evaluate.py")
+METHOD_PLUGIN = "tests.helpers.method_plugin"
 # Normal training of a tiny LSTM, one example per step, for a long time.
-TINY = ["--config=normal.py", "--config.hidden=4", "--config.projection=4",
-        "--config.head_hidden=4", "--config.batch_size=1", "--config.eval_batch_size=1",
+TINY = ["--config=normal.py", "--config.hidden=4", "--config.lstm.projection=4",
+        "--config.lstm.head_hidden=4", "--config.batch_size=1", "--config.eval_batch_size=1",
         "--config.log_every=1", "--config.num_epochs=1000"]
 
 
@@ -168,12 +171,70 @@ def test_evaluate_checks_the_checkpoint_before_loading_data(tmp_path, env):
 
 
 def test_help_lists_every_config_field_with_its_default_and_meaning(tmp_path, env):
-  assert set(FIELD_HELP) == set(default_config().keys())
+  shared = {k for k, v in default_config().items() if not isinstance(v, ml_collections.ConfigDict)}
+  assert set(FIELD_HELP) == shared
+  blocks = registered_blocks()
+  assert set(default_config()) - shared == set(blocks)
   done = run(["-m", "arc_jax.cli.train", "--help", "--config=tree.py"], env, tmp_path)
   assert done.returncode == 0, done.stderr[-3000:]
   for field, meaning in FIELD_HELP.items():
-    assert re.search(rf"^  {field}=\S* +{re.escape(meaning)}$", done.stdout, re.M), field
+    assert re.search(rf"^  {field}=\S* +{re.escape(meaning)}(; one of: .*)?$", done.stdout,
+                     re.M), field
+  for name, block in blocks.items():
+    for field, setting in block.fields.items():
+      assert re.search(rf"^  {name}\.{field}=\S* +{re.escape(setting.describe())}$",
+                       done.stdout, re.M), (name, field)
   assert "  optimizer=adagrad " in done.stdout and "--workdir DIR " in done.stdout
+  assert "  tree_lstm.trainable_embeddings=True " in done.stdout
+
+
+REGISTRIES = """if True:
+    import json, sys
+    from arc_jax.data.synonyms import SYNONYM_FILES
+    from arc_jax.nn import CELLS
+    from arc_jax.nn.models import POOLINGS
+    from arc_jax.train import METHODS
+    from arc_jax.train.families import FAMILIES
+    from arc_jax.train.steps import OPTIMIZERS
+    for plugin in sys.argv[1:]:
+      __import__(plugin)
+    print(json.dumps({"method": list(METHODS), "model": list(FAMILIES),
+                      "lstm.pooling": list(POOLINGS), "lstm.cell": list(CELLS),
+                      "synonyms": list(SYNONYM_FILES), "optimizer": list(OPTIMIZERS)}))"""
+
+
+@pytest.mark.parametrize("plugins", [[], [METHOD_PLUGIN]], ids=["library", "plugin method"])
+def test_help_lists_every_registered_choice(tmp_path, env, plugins):
+  """--help names every method, model family, pooling, cell, lexicon and optimiser the
+  registries hold, read in a fresh process (tests register entries of their own in this one);
+  with a plugin that registers a method with its own settings block, that method and its block
+  too: the plugin touches no file of the library."""
+  registries = json.loads(subprocess.run([sys.executable, "-c", REGISTRIES, *plugins],
+                                         capture_output=True, text=True, check=True,
+                                         cwd=REPO).stdout.splitlines()[-1])
+  flags = [f"--config.plugins={','.join(plugins)}"] if plugins else []
+  done = run(["-m", "arc_jax.cli.train", "--help", *flags], env, tmp_path)
+  assert done.returncode == 0, done.stderr[-3000:]
+  for field, names in registries.items():
+    line = re.search(rf"^  {re.escape(field)}=.*; one of: (.*)$", done.stdout, re.M)
+    assert line and line[1].split(", ") == names, (field, names)
+  if plugins:
+    assert "toy" in registries["method"]
+    assert re.search(r"^  toy_method\.weight=1\.0 +the toy method's weight$", done.stdout, re.M)
+
+
+def test_a_plugin_method_reads_its_own_settings_block():
+  from arc_jax.cli import train
+  _, config, overridden = train.parse_flags([
+      f"--config.plugins={METHOD_PLUGIN}", "--config.method=toy",
+      "--config.toy_method.weight=3"])
+  assert config.toy_method.weight == 3.0 and "toy_method.weight" in overridden
+  with pytest.raises(ConfigError, match=r"config.method='toy': weight 3.0 is above 2"):
+    validate(config)
+  config.toy_method.weight = 2.0
+  validate(config)
+  assert run_name(config, overridden) == (
+      "toy_lstm_del2sub2_pluginstests.helpers.methodplugin_weight2.0")
 
 
 def test_overrides_take_their_fields_types_and_underscore_flags_still_work(capsys):
@@ -183,7 +244,7 @@ def test_overrides_take_their_fields_types_and_underscore_flags_still_work(capsy
       "--config.lambda_max=1", "--config.allow_large_space", "--process_id=1", "--workdir=w"])
   assert (config.seed, config.progress, config.lambda_max, config.allow_large_space) == (
       3, False, 1.0, True)
-  assert isinstance(config.lambda_max, float) and config.bidirectional
+  assert isinstance(config.lambda_max, float) and config.lstm.bidirectional
   assert overridden == {"seed", "progress", "lambda_max", "allow_large_space"}
   assert (args.process_id, args.workdir, args.overwrite) == (1, "w", False)
   assert evaluate.parse_args(["--workdir=w", "--exact_max_nodes=7"]).exact_max_nodes == 7
@@ -193,28 +254,25 @@ def test_overrides_take_their_fields_types_and_underscore_flags_still_work(capsy
 
 
 def test_help_texts_written_out_name_every_registered_choice():
-  """The help lines that name a registry's entries without importing it (--help starts no
-  JAX) name every entry the library registers (read in a fresh process: tests register
-  entries of their own in this one)."""
+  """The help lines that name a registry's entries without importing it (arc-evaluate's
+  --help starts no JAX) name every entry the library registers (read in a fresh process)."""
   registries = subprocess.run([sys.executable, "-c", """if True:
       import json
       from arc_jax.metrics import METRICS
-      from arc_jax.nn import CELLS
-      from arc_jax.nn.models import POOLINGS
-      from arc_jax.train import METHODS
-      print(json.dumps({"method": list(METHODS), "pooling": list(POOLINGS),
-                        "cell": list(CELLS), "metrics": list(METRICS)}))"""],
+      print(json.dumps({"metrics": list(METRICS)}))"""],
       capture_output=True, text=True, check=True, cwd=REPO).stdout
   from arc_jax.cli.evaluate import METRICS_HELP
-  texts = {**FIELD_HELP, "metrics": METRICS_HELP}
   for field, names in json.loads(registries.splitlines()[-1]).items():
-    assert names and all(re.search(rf"\b{name}\b", texts[field]) for name in names), (
-        field, texts[field], names)
+    assert names and all(re.search(rf"\b{name}\b", METRICS_HELP) for name in names), (
+        field, METRICS_HELP, names)
 
 
 SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
 WRAPPERS = ("train", "evaluate", "certify", "report")
 HEAVY = ("jax", "flax", "optax", "orbax", "tensorflow_datasets")
+READS_REGISTRIES = ("arc-train", "experiments/train.py")
+"""The commands whose --help lists the registries' entries (arc_jax.train.config.choices and
+the settings blocks): they import JAX, Flax, Optax and TFDS, but start no backend and no Orbax."""
 HELP_CHECK = """
 import importlib, runpy, sys
 script, target = sys.argv[1:]
@@ -229,6 +287,9 @@ except SystemExit as done:
   assert done.code in (0, None), done.code
 heavy = [name for name in {heavy!r} if name in sys.modules]
 assert not heavy, f"--help imported {{heavy}}"
+if "jax" in sys.modules:
+  from jax._src import xla_bridge
+  assert not xla_bridge._backends, "--help started a JAX backend"
 """
 
 
@@ -242,9 +303,11 @@ def test_console_scripts_are_the_cli_entry_points():
 @pytest.mark.parametrize("script", [*SCRIPTS, *(f"experiments/{w}.py" for w in WRAPPERS)])
 def test_help_answers_without_importing_jax(tmp_path, env, script):
   """Each console script's entry point and each experiments/ wrapper prints its usage for
-  --help, with JAX, Flax, Optax, Orbax and TFDS not imported."""
+  --help, with JAX, Flax, Optax, Orbax and TFDS not imported (the training commands, which list
+  the registries: Orbax not imported and no JAX backend started)."""
   target = SCRIPTS.get(script) or str(REPO / script)
-  done = run(["-c", HELP_CHECK.format(heavy=HEAVY), script, target], env, tmp_path)
+  heavy = ("orbax",) if script in READS_REGISTRIES else HEAVY
+  done = run(["-c", HELP_CHECK.format(heavy=heavy), script, target], env, tmp_path)
   assert done.returncode == 0, done.stderr[-3000:]
   assert "usage:" in done.stdout and "--help" in done.stdout
 
@@ -260,8 +323,8 @@ def free_port() -> int:
 def test_two_processes_of_four_devices_train_to_the_summary_of_one_process(tmp_path, env):
   """``--multihost`` over loopback: 2 processes × 4 CPU devices against 1 process × 8 (normal
   training of a tiny LSTM; its dev and test certification run on the mesh too)."""
-  tiny = ["--config=normal.py", "--config.hidden=4", "--config.projection=4",
-          "--config.head_hidden=4", "--config.batch_size=8", "--config.eval_batch_size=8",
+  tiny = ["--config=normal.py", "--config.hidden=4", "--config.lstm.projection=4",
+          "--config.lstm.head_hidden=4", "--config.batch_size=8", "--config.eval_batch_size=8",
           "--config.num_epochs=2"]
   cpus = dict(env, JAX_PLATFORMS="cpu")
   single = run([TRAIN, *tiny, "--workdir=one"], dict(

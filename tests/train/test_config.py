@@ -1,5 +1,6 @@
 """Configs: the paper's rows, validation, run names and the space guard (arc_jax.train.config)."""
 
+import json
 import re
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from tests.helpers.experiment_scripts import load_script
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.train import ConfigError, default_config, validate
-from arc_jax.train.config import run_name, with_defaults
+from arc_jax.train.config import LEGACY_FIELDS, merge, migrate, run_name, with_defaults
 from arc_jax.train.run import warn_if_maps_run_short
 
 
@@ -49,8 +50,8 @@ def test_every_paper_row_has_a_valid_config_with_its_lambda():
   assert [arc.get_config(r).lambda_max for r in PAPER_ROWS["arc"]] == [0.5, 0.6, 0.9, 0.8, 0.5,
                                                                        0.9, 0.7]
   imdb = load_config_module("imdb").get_config("sub2")
-  assert (imdb.pooling, imdb.num_epochs, imdb.ramp_epochs, imdb.lambda_max) == ("mean", 30, 20,
-                                                                                0.8)
+  assert (imdb.lstm.pooling, imdb.num_epochs, imdb.ramp_epochs, imdb.lambda_max) == (
+      "mean", 30, 20, 0.8)
   normal = load_config_module("normal").get_config()
   assert (normal.method, normal.early_stopping, normal.num_epochs) == ("normal", 5, 24)
   for family in ("augment", "hotflip"):
@@ -60,7 +61,7 @@ def test_every_paper_row_has_a_valid_config_with_its_lambda():
   for family in ("arc", "augment", "hotflip"):
     module = load_config_module(family)
     assert [module.get_config(r).max_candidates for r in ("lstm,review", "lstm,del2sub2")] == [0, 1]
-    assert module.get_config("bilstm,sub2ins2").bidirectional
+    assert module.get_config("bilstm,sub2ins2").lstm.bidirectional
 
 
 def test_tree_rows_follow_the_original_tree_script():
@@ -69,7 +70,7 @@ def test_tree_rows_follow_the_original_tree_script():
   for c in configs.values():
     assert (c.model, c.dataset, c.optimizer, c.batch_size, c.learning_rate, c.weight_decay,
             c.grad_clip, c.hidden, c.dropout_rate, c.synonyms, c.max_candidates,
-            c.trainable_embeddings, c.embedding_lr_scale) == (
+            c.tree_lstm.trainable_embeddings, c.tree_lstm.embedding_lr_scale) == (
                 "tree_lstm", "sst_trees", "adagrad", 20, 0.05, 1e-4, 0.25, 150, 0.5, "ppdb", 1,
                 True, 0.1)
   arc = [configs[f"arc,{s}"] for s in ("del2sub2", "sub2ins2", "del2ins2")]
@@ -96,9 +97,10 @@ def test_tree_rows_follow_the_original_tree_script():
     (dict(model="tree_lstm", dataset="sst_trees", robust_loss="max_of_means"), "'worst_case'"),
     (dict(model="gru"), "'lstm', 'tree_lstm'"),
     (dict(optimizer="sgd"), "'adagrad', 'adam'"),
-    (dict(pooling="max"), r"config.pooling='max' is unknown; choose one of \['final', 'mean', "
-     r"'attention'\]"),
-    (dict(trainable_embeddings=True), "trainable_embeddings=True is not available for .*'lstm'"),
+    (dict(lstm=dict(pooling="max")), r"config.lstm.pooling='max' is unknown; choose one of "
+     r"\['final', 'mean', 'attention'\]"),
+    (dict(trainable_embeddings=True), r"config.trainable_embeddings is now "
+     r"config.tree_lstm.trainable_embeddings: set that field instead"),
     (dict(space="[(Dell,2)]"), r"config.space='\[\(Dell,2\)\]': Unknown transformation 'Dell'. "
      "Valid names: Del, Ins"),
     (dict(space="[(Del,2)"), r"config.space=.*: .*position"),
@@ -109,8 +111,7 @@ def test_tree_rows_follow_the_original_tree_script():
      r"give it a budget >= 1 or leave it out\.$"),
 ])
 def test_model_dataset_method_and_optimizer_must_fit_together(changes, message):
-  config = default_config()
-  config.update(changes)
+  config = merge(default_config(), changes)
   with pytest.raises(ConfigError, match=message):
     validate(config)
 
@@ -118,18 +119,21 @@ def test_model_dataset_method_and_optimizer_must_fit_together(changes, message):
 @pytest.mark.parametrize("field, value, allowed", [
     ("dropout_rate", 1.0, r"in \[0, 1\)"), ("learning_rate", 0.0, "> 0"),
     ("grad_clip", -0.25, "> 0"), ("weight_decay", -1e-4, ">= 0"),
-    ("embedding_lr_scale", -0.1, ">= 0"), ("eps_max", 1.5, r"in \[0, 1\]"),
+    ("tree_lstm.embedding_lr_scale", -0.1, ">= 0"), ("eps_max", 1.5, r"in \[0, 1\]"),
     ("eps_start", float("nan"), r"in \[0, 1\]"), ("min_vocab_coverage", -0.1, r"in \[0, 1\]"),
     ("max_empty_share", 2.0, r"in \[0, 1\]"), ("min_transformation_share", 1.5, r"in \[0, 1\]"),
-    ("hidden", 0, ">= 1"), ("projection", 0, ">= 1"), ("head_hidden", -1, ">= 1"),
+    ("hidden", 0, ">= 1"), ("lstm.projection", 0, ">= 1"), ("lstm.head_hidden", -1, ">= 1"),
     ("num_train", 0, ">= 1"), ("num_test", -5, ">= 1"), ("max_steps", 0, ">= 1"),
 ])
 def test_numeric_fields_outside_their_range_are_refused(field, value, allowed):
   config = default_config()
   config.update(dict(dropout_rate=0.0, eps_max=1.0, min_vocab_coverage=0.0, max_empty_share=1.0,
                      weight_decay=0.0, num_train=1))  # the edges of the ranges pass
+  block, _, name = field.rpartition(".")
+  if block == "tree_lstm":  # a family's block is checked when the family is chosen
+    config.model, config.dataset = "tree_lstm", "sst_trees"
   validate(config)
-  config[field] = value
+  (config[block] if block else config)[name] = value
   with pytest.raises(ConfigError, match=rf"^config\.{field}={value} must be {allowed}\.$"):
     validate(config)
 
@@ -164,8 +168,8 @@ def test_run_names_follow_the_overridden_fields():
   assert run_name(arc, {"space", "seed", "max_steps"}) == "arc_lstm_del50sub50_seed1"
   normal = load_config_module("normal").get_config()
   assert run_name(normal, {}) == "normal_lstm"
-  normal.bidirectional = True
-  assert run_name(normal, {"bidirectional"}) == "normal_bilstm_del2sub2"
+  normal.lstm.bidirectional = True
+  assert run_name(normal, {"lstm.bidirectional"}) == "normal_bilstm_del2sub2"
   tree = load_config_module("tree").get_config("augment,sub2ins2")
   assert run_name(tree, {"method"}) == "augment_tree_sub2ins2"
   tree.name = "mine"
@@ -216,3 +220,35 @@ def test_a_process_short_of_memory_maps_is_warned(tmp_path, caplog):
   limit.write_text("1200\n")
   assert not warn_if_maps_run_short(str(maps), str(limit))
   assert not warn_if_maps_run_short(str(tmp_path / "absent"), str(limit))
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_committed_flat_config_migrates_into_the_blocks_and_validates():
+  """Each committed run's config.json (written flat, before the settings blocks) reads with its
+  flat fields in their blocks, validates, and means what the same config in today's layout
+  means."""
+  files = sorted((REPO / "results").glob("*/config.json"))
+  assert len(files) >= 30
+  moved = 0
+  for path in files:
+    saved = json.loads(path.read_text())
+    config = with_defaults(saved)
+    validate(config, training=False)
+    for field, block in LEGACY_FIELDS.items():
+      if field in saved:
+        assert config[block][field] == saved[field], (path, field)
+        moved += 1
+    assert not set(config) & set(LEGACY_FIELDS), path
+    assert with_defaults(config.to_dict()).to_dict() == config.to_dict(), path
+  assert moved > 5 * len(files)
+
+
+def test_migrate_moves_only_the_old_flat_fields():
+  flat = {"method": "arc", "pooling": "mean", "abstracted": "Del", "embedding_lr_scale": 0.5}
+  assert migrate(flat) == {"method": "arc", "lstm": {"pooling": "mean"},
+                           "augmented": {"abstracted": "Del"},
+                           "tree_lstm": {"embedding_lr_scale": 0.5}}
+  nested = default_config().to_dict()
+  assert migrate(nested) == nested

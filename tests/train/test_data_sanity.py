@@ -126,7 +126,7 @@ def assert_refused(args, env, cwd: Path, message: str):
   """train.py with ``args`` exits 2 with ``message`` as its one error line and writes no run."""
   cwd.mkdir(parents=True, exist_ok=True)
   done = subprocess.run([sys.executable, TRAIN, "--config=normal.py", "--config.num_epochs=1",
-                         "--config.hidden=4", "--config.projection=4", "--config.head_hidden=4",
+                         "--config.hidden=4", "--config.lstm.projection=4", "--config.lstm.head_hidden=4",
                          "--workdir=run", *args], cwd=cwd, env=env, capture_output=True,
                         text=True, timeout=300, check=False)
   errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]

@@ -1,4 +1,4 @@
-"""A GRU classifier (``config.cell="gru"``) trains with ARC, is kept, and certifies as the DP says."""
+"""A GRU classifier (``config.lstm.cell="gru"``) trains with ARC, is kept, and certifies as the DP says."""
 
 import json
 import sys
@@ -18,9 +18,9 @@ def test_arc_trains_a_gru_and_load_run_restores_it(tmp_path, monkeypatch):
   rows = use_random_sst2(tmp_path, monkeypatch)
 
   c = default_config()
-  c.cell, c.bidirectional = "gru", True
+  c.lstm.cell, c.lstm.bidirectional = "gru", True
   c.space = "[(Del,1),(Sub,1)]"
-  c.hidden, c.projection = 4, 3
+  c.hidden, c.lstm.projection = 4, 3
   c.batch_size = c.eval_batch_size = 8
   c.num_epochs, c.log_every = 1, 1
   c.lambda_start = c.lambda_max = 0.5  # the certified objective from the first step
@@ -28,7 +28,7 @@ def test_arc_trains_a_gru_and_load_run_restores_it(tmp_path, monkeypatch):
   summary = train_and_evaluate(c, tmp_path / "run")
 
   assert summary["status"] == "completed" and summary["steps"] == 2
-  assert json.loads((tmp_path / "run" / "config.json").read_text())["cell"] == "gru"
+  assert json.loads((tmp_path / "run" / "config.json").read_text())["lstm"]["cell"] == "gru"
   model, vocab, space = load_run(tmp_path / "run")
   assert all(isinstance(cell, GRUCell) for cell in model.cells) and len(model.cells) == 2
   tests = [s.split() for s, _ in rows[:8]]

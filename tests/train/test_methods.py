@@ -47,7 +47,7 @@ def test_a_method_defined_outside_the_library_trains_from_a_config(tmp_path, mon
   c = default_config()
   c.method = "certified_hinge_test"
   c.space = "[(Del,1),(Sub,1)]"
-  c.hidden, c.projection = 4, 3
+  c.hidden, c.lstm.projection = 4, 3
   c.batch_size = c.eval_batch_size = 8
   c.num_epochs, c.log_every = 1, 1
   c.lambda_start = c.lambda_max = 0.5  # λ > 0 from the first step: the method's objective runs

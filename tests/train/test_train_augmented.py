@@ -15,6 +15,7 @@ from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401
 from tests.helpers.experiment_scripts import load_script
 from arc_jax.data import iterate_batches
 from arc_jax.perturbation.split import split_space
+from arc_jax.train.config import merge, migrate
 from arc_jax.train import (METHODS, ConfigError, build_experiment, default_config,
                            train_and_evaluate, validate)
 
@@ -30,8 +31,8 @@ def fake_data(data_root, cache_dir, monkeypatch):
 def tiny_config(method="arc_a3t", abstracted="Sub", search="enumerate"):
   c = default_config()
   c.name, c.method = f"{method}_test", method
-  c.space, c.abstracted, c.augment_search = "[(Del,1),(Sub,1)]", abstracted, search
-  c.hidden, c.projection, c.head_hidden = 6, 5, 4
+  c.space, c.augmented.abstracted, c.augmented.augment_search = "[(Del,1),(Sub,1)]", abstracted, search
+  c.hidden, c.lstm.projection, c.lstm.head_hidden = 6, 5, 4
   c.batch_size = c.eval_batch_size = 4
   c.num_epochs, c.ramp_epochs, c.lambda_start = 2, 2, 0.5
   c.progress = False
@@ -49,7 +50,7 @@ def test_member_batches_hold_x_and_members_with_free_windows(fake_data, abstract
   (batch, *_) = iterate_batches(train.tokens, train.labels, vocab, 4, shuffle=False)
   out = METHODS["arc_a3t"].batch_transform(experiment)(batch, 0, experiment.params)
 
-  slots, n = config.augment_members + 1, int(batch.weights.sum())
+  slots, n = config.augmented.augment_members + 1, int(batch.weights.sum())
   assert out.labels.shape == (4 * slots,) and out.plan.token_ids.shape[0] == 4 * slots
   np.testing.assert_array_equal(out.weights, [1.0] * n * slots + [0.0] * (4 - n) * slots)
   for e, i in enumerate(batch.indices[:n]):
@@ -70,7 +71,7 @@ def test_member_batches_hold_x_and_members_with_free_windows(fake_data, abstract
 
 def test_a_short_a3t_run_completes(fake_data, tmp_path):
   config = tiny_config("a3t", search="hotflip")
-  config.augment_members = 1
+  config.augmented.augment_members = 1
   summary = train_and_evaluate(config, tmp_path / "run")
   assert summary["status"] == "completed" and summary["method"] == "a3t"
   assert summary["selection"] == "dev_cf_acc" and summary["steps"] == 2 * summary["steps_per_epoch"]
@@ -84,7 +85,7 @@ def test_a_short_arc_a3t_run_completes_from_the_command_line(fake_data, data_roo
   """Trains the Abs-fir and Abs-sec rows from their configs; from Abs-fir's run, makes the δ
   figures' points."""
   run = tmp_path / "run"
-  flags = ["--config.hidden=6", "--config.projection=5", "--config.head_hidden=4",
+  flags = ["--config.hidden=6", "--config.lstm.projection=5", "--config.lstm.head_hidden=4",
            "--config.batch_size=4", "--config.eval_batch_size=4", "--config.num_epochs=2",
            "--config.ramp_epochs=2", "--config.lambda_start=0.5", "--config.progress=False"]
   done = subprocess.run([sys.executable, str(ROOT / "experiments" / "train.py"),
@@ -96,7 +97,7 @@ def test_a_short_arc_a3t_run_completes_from_the_command_line(fake_data, data_roo
   summary = json.loads((run / "summary.json").read_text())
   config = json.loads((run / "config.json").read_text())
   assert summary["status"] == "completed" and summary["method"] == "arc_a3t"
-  assert config["abstracted"] == abstracted and config["space"] == "[(Del,2),(Sub,2)]"
+  assert config["augmented"]["abstracted"] == abstracted and config["space"] == "[(Del,2),(Sub,2)]"
   epochs = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
   assert any(e.get("train_cf_acc") is not None for e in epochs)  # the certified objective ran
   if part == "second":
@@ -120,7 +121,7 @@ def test_configs_and_checks():
   for (space, part), abstracted in rows.items():
     c = load_script("configs/arc_a3t").get_config(f"{space},{part}")
     validate(c)
-    assert c.abstracted == abstracted and c.method == "arc_a3t"
+    assert c.augmented.abstracted == abstracted and c.method == "arc_a3t"
   for space in ("del2sub2", "sub2ins2"):
     validate(load_script("configs/a3t").get_config(space))
   with pytest.raises(ConfigError, match="No arc_a3t row"):
@@ -130,10 +131,10 @@ def test_configs_and_checks():
          (dict(method="arc_a3t", abstracted="Ins"), "Cannot abstract"),
          (dict(method="arc_a3t", abstracted="Sub", robust_loss="max_of_means"), "worst_case"),
          (dict(method="arc_a3t", abstracted="Sub", augment_search="random"), "augment_search")]
-  for changes, message in bad:
-    c = default_config()
-    c.update(changes)
+  for changes, message in bad:  # written flat: migrate moves them into their block
+    c = merge(default_config(), migrate(changes))
     with pytest.raises(ConfigError, match=message):
       validate(c)
-  c.update(dict(method="arc_a3t", abstracted="Del", space="[(Sub,2),(Ins,2)]"))
+  c = merge(default_config(), migrate(dict(method="arc_a3t", abstracted="Del",
+                                           space="[(Sub,2),(Ins,2)]")))
   validate(c, training=False)  # a trained run may be evaluated under any space

@@ -24,7 +24,7 @@ def tiny_config():
   c.name = "hotflip_test"
   c.method = "hotflip"
   c.space = "[(Del,1),(Sub,1)]"
-  c.hidden, c.projection, c.head_hidden = 6, 5, 4
+  c.hidden, c.lstm.projection, c.lstm.head_hidden = 6, 5, 4
   c.batch_size = c.eval_batch_size = 4
   c.lambda_max = 0.0
   c.progress = False

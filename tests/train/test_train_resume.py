@@ -101,9 +101,9 @@ def tiny_config(model):
   c.model = model
   if model == "tree_lstm":
     c.dataset, c.optimizer = "sst_trees", "adagrad"
-    c.trainable_embeddings = True  # the embedding parameter group resumes too
+    c.tree_lstm.trainable_embeddings = True  # the embedding parameter group resumes too
   c.space = "[(Del,1),(Sub,1)]"
-  c.hidden, c.projection, c.head_hidden = 6, 5, 4
+  c.hidden, c.lstm.projection, c.lstm.head_hidden = 6, 5, 4
   c.batch_size = c.eval_batch_size = 8  # 6 steps per epoch
   c.num_epochs = 2
   c.log_every = 2

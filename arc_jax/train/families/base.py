@@ -101,8 +101,6 @@ class ModelFamily:
       out-of-vocabulary policy, and the policy.
     check_space: ``(space) -> None``, raises ValueError, naming the fix, if the model cannot
       be certified under a (string) space.
-    trainable_embeddings: whether its model can train the word vectors
-      (``config.trainable_embeddings``).
     unsupported_methods: registered training methods it cannot train with.
     take_rows: optional ``(batch, start, size) -> batch``, rows ``start:start + size`` of a
       placed batch, traced inside jitted steps (``start`` may be traced, ``size`` is static):
@@ -135,7 +133,6 @@ class ModelFamily:
   empty_examples: Callable[[Any], dict[str, Any]]
   tokens: Callable[[Any], tuple[str, ...]] = tuple
   check_space: Callable[[Any], None] = _accepts_every_space
-  trainable_embeddings: bool = False
   unsupported_methods: tuple[str, ...] = ()
   group: Callable[[Any, Any], tuple[int, ...]] | None = None
   take_rows: Callable[[Any, Any, int], Any] | None = None

@@ -21,9 +21,12 @@ from arc_jax.attacks import (ExhaustiveResult, HotFlipResult, Journal, adversari
                              augment_batch, exhaustive_robustness, hotflip_robustness)
 from arc_jax.certify import Certificate, certify_model
 from arc_jax.data import Batch, ExperimentData, TextSplit, make_batch, prepare_lstm_data
-from arc_jax.nn import LSTMClassifier, predict
+from arc_jax.nn import CELLS, LSTMClassifier, predict
+from arc_jax.nn.models import POOLINGS
+from arc_jax.nn.recurrent import CELL_SETTINGS
 from arc_jax.perturbation import PlanBuilder, Space, data_space, on_reachable_grid
 from arc_jax.perturbation.spaces import Signature
+from arc_jax.settings import Setting, Settings
 from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
 from arc_jax.train.steps import RowMetrics, clean_margins, least_margin
 
@@ -59,11 +62,28 @@ def make_builder(data: ExperimentData, space: Space, max_dp_shapes: int) -> Plan
   return builder
 
 
+SETTINGS = Settings("lstm", {
+    "bidirectional": Setting(False, "Bi-LSTM instead of LSTM"),
+    "cell": Setting("lstm", "the recurrent cell (arc_jax.nn.register_cell adds one)",
+                    choices=lambda: CELLS),
+    "pooling": Setting("final", "how the states become the features: the last state, their mean "
+                       "over positions, or attention over positions", choices=lambda: POOLINGS),
+    "projection": Setting(100, "units of the projection layer before the LSTM",
+                          valid=(">= 1", lambda v: v >= 1)),
+    "head_hidden": Setting(100, "units of the classifier's hidden layer",
+                           valid=(">= 1", lambda v: v >= 1)),
+})
+"""The sequence family's settings (``config.lstm``)."""
+
+
 def make_model(config: ml_collections.ConfigDict, data: ExperimentData) -> LSTMClassifier:
-  return LSTMClassifier(data.embeddings, hidden=config.hidden, projection=config.projection,
-                        head_hidden=config.head_hidden, bidirectional=config.bidirectional,
-                        pooling=config.pooling, dropout_rate=config.dropout_rate,
-                        cell=config.cell, rngs=nnx.Rngs(config.seed))
+  c = config.lstm
+  cell_block = CELL_SETTINGS.get(c.cell)
+  return LSTMClassifier(data.embeddings, hidden=config.hidden, projection=c.projection,
+                        head_hidden=c.head_hidden, bidirectional=c.bidirectional,
+                        pooling=c.pooling, dropout_rate=config.dropout_rate, cell=c.cell,
+                        cell_settings=cell_block and config[cell_block.name].to_dict(),
+                        rngs=nnx.Rngs(config.seed))
 
 
 def examples(split: TextSplit) -> tuple[list, np.ndarray]:
@@ -150,5 +170,5 @@ SEQUENCE = ModelFamily(
     make_model=make_model, examples=examples, size=len, lower=lower, put=put, forward=forward,
     certify=certify, targets=targets, rows=rows, sample=augment_batch, attack=attack,
     enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples,
-    group=PlanBuilder.grid_group, take_rows=take_rows)
+    group=PlanBuilder.grid_group, take_rows=take_rows, settings=SETTINGS)
 """(Bi-)LSTMs on sentences (``config.model = "lstm"``)."""

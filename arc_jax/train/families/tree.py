@@ -43,6 +43,7 @@ from arc_jax.padding import NODE_BUCKETS, bucket
 from arc_jax.perturbation import data_space
 from arc_jax.perturbation.trees import (SUB, TreeBatch, TreeBatchBuilder, TreeSignature,
                                         TreeSpace, tree_space)
+from arc_jax.settings import Setting, Settings
 from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
 from arc_jax.train.steps import RowMetrics, clean_margins, least_margin
 
@@ -128,10 +129,19 @@ def make_builder(data: ExperimentData, space: TreeSpace, max_dp_shapes: int) -> 
   return TreeBatchBuilder(data.vocab, space, min_substitutes=slots, node_buckets=counts)
 
 
+SETTINGS = Settings("tree_lstm", {
+    "trainable_embeddings": Setting(False, "train the word vectors too, at embedding_lr_scale × "
+                                    "learning_rate and without weight decay (else frozen)"),
+    "embedding_lr_scale": Setting(0.1, "learning-rate factor of trained word vectors",
+                                  valid=(">= 0", lambda v: v >= 0)),
+})
+"""The Tree-LSTM family's settings (``config.tree_lstm``)."""
+
+
 def make_model(config: ml_collections.ConfigDict, data: ExperimentData) -> TreeLSTMClassifier:
   return TreeLSTMClassifier(data.embeddings, hidden=config.hidden, num_classes=SST_CLASSES,
                             dropout_rate=config.dropout_rate,
-                            trainable_embeddings=config.trainable_embeddings,
+                            trainable_embeddings=config.tree_lstm.trainable_embeddings,
                             rngs=nnx.Rngs(config.seed))
 
 
@@ -206,5 +216,5 @@ TREE = ModelFamily(
     make_model=make_model, examples=examples, size=lambda tree: tree.num_nodes, lower=lower,
     put=put, forward=forward, certify=certify, targets=targets, rows=rows, sample=sample,
     attack=attack, enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples,
-    tokens=lambda tree: tree.tokens, check_space=tree_space, trainable_embeddings=True)
+    tokens=lambda tree: tree.tokens, check_space=tree_space, settings=SETTINGS)
 """Tree-LSTMs on SST trees (``config.model = "tree_lstm"``)."""
