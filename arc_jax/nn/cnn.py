@@ -16,32 +16,34 @@ the bounds follow: per position p a *slot term* ``T[p] = e(x_p) @ K`` (one matmu
 reshaped (w, F); exactly 0 at padding), and per window ``((T[j][0] + T[j+1][1]) + …) + bias``.
 
 Bounds (:func:`cnn_feature_bounds`). Let z range over S(x). The token z has at position p is an
-original word x_q or the output word l of a rewrite of the window starting at a, with
-q = p − Δ (a + l = p − Δ), where Δ, the length change of the rewrites applied before it, lies in
-[−D, I]: D = Σ_k δ_k·max(s_k − t_k, 0), I = Σ_k δ_k·max(t_k − s_k, 0). So the box H_p that joins
-the slot-term boxes of every word of *nominal position* q ∈ [p − I, p + D] (the original x_q and
-every output landing at q) contains the slot terms of every z at p; it also holds the zero vector
-where some z is shorter than p + 1 (p ≥ n − D), and is the zero vector alone where none is longer
-(p ≥ n + I). Each window's pre-activation box is the sum of its slot boxes (sound addition), the
-ReLU is monotone, and with n − D ≤ |z| ≤ n + I:
+original word x_q or the output word l of a rewrite of the window starting at a (nominal
+position q = a + l), moved by Δ(q): p = q + Δ(q), Δ(q) the length change of the rewrites applied
+to windows that end before q. T_k applies there at most min(δ_k, m_k(q)) times, m_k(q) its
+matching windows that end before q, so −L(q) ≤ Δ(q) ≤ R(q) with L(q) = Σ_k (s_k − t_k)⁺·
+min(δ_k, m_k(q)), R(q) = Σ_k (t_k − s_k)⁺·min(δ_k, m_k(q)) (:func:`row_shifts`), at most
+D = Σ_k δ_k·(s_k − t_k)⁺ and I = Σ_k δ_k·(t_k − s_k)⁺. So the box H_p that joins the slot-term
+boxes of every word of nominal position q with −L(q) ≤ p − q ≤ R(q) (the original x_q and every
+output landing at q) contains the slot terms of every z at p; it also holds the zero vector where
+some z is shorter than p + 1 (p ≥ n − L_b, L_b the same count over the whole sentence), and is
+the zero vector alone where none is longer (p ≥ n + R_b). Each window's pre-activation box is the
+sum of its slot boxes (sound addition), the ReLU is monotone, and with n − L_b ≤ |z| ≤ n + R_b:
 
-* every window of any z is a window j < max(n + I − w + 1, 1), so the pooled feature is at most
-  the largest upper end of those windows;
-* every z has the windows j < max(n − D − w + 1, 1), so the pooled feature is at least the
+* every window of any z is a window j < max(n + R_b − w + 1, 1), so the pooled feature is at
+  most the largest upper end of those windows;
+* every z has the windows j < max(n − L_b − w + 1, 1), so the pooled feature is at least the
   largest lower end of those (and at least 0).
 
 For spaces of 1→1 rewrites only (Sub), D = I = 0 and H_p is the hull of the position's own word
 and its replacements: A3T's interval abstraction. Length-changing rewrites (Del, Ins) shift
-positions and the bound joins D + I + 1 nominal positions: sound but coarse. The bounds ignore the
-budgets beyond D and I, so they hold for every δ up to those (and for the restricted spaces of
-ARC-A3T's members, whose plans only clear matches). Every box encloses every floating-point
+the words after their first match, and the bound joins up to D + I + 1 nominal positions there:
+sound but coarse. The budgets only bound the shifts (a position's hull covers any number of
+substitutions), so the bounds also hold for the restricted spaces of ARC-A3T's members, whose
+plans only clear matches. Every box encloses every floating-point
 evaluation of the model (:mod:`arc_jax.interval`): slot terms by the sound affine rule, sums and
 ReLU by their rules, joins and maxima exactly.
 """
 
 from __future__ import annotations
-
-import functools
 
 import chex
 import jax
@@ -148,6 +150,35 @@ def position_shifts(signature: Signature) -> tuple[int, int]:
   return left, right
 
 
+def row_shifts(signature: Signature, plan: Plan, nominal: int
+               ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+  """How far rewrites can move each word, per row: (L (B, nominal), R (B, nominal), L_b (B,),
+  R_b (B,)).
+
+  A word of nominal position q moves by Δ(q), the length change of the rewrites applied to
+  windows that end before q. T_k applies at most min(δ_k, m_k(q)) times there, m_k(q) the
+  windows ending before q where it matches (applications do not overlap), so
+  −L(q) ≤ Δ(q) ≤ R(q) with L(q) = Σ_k (s_k − t_k)⁺·min(δ_k, m_k(q)) and
+  R(q) = Σ_k (t_k − s_k)⁺·min(δ_k, m_k(q)); the same with every match counted bounds the
+  length change of the whole sentence (L_b, R_b). Each is at most :func:`position_shifts`'.
+  """
+  sig = signature.signature
+  rows, n_pad = plan.token_ids.shape
+  left_q = right_q = jnp.zeros((rows, nominal), jnp.int32)
+  left_b = right_b = jnp.zeros((rows,), jnp.int32)
+  for s, t, d, tp in zip(sig.s, sig.t, sig.budgets, plan.transformations):
+    match = tp.match.astype(jnp.int32)
+    total = match.sum(axis=1)
+    before = jnp.cumsum(match, axis=1) - match  # windows ending at j < q, for q < N
+    before = jnp.concatenate([before, jnp.broadcast_to(total[:, None], (rows, nominal - n_pad))],
+                             axis=1)
+    left_q = left_q + max(s - t, 0) * jnp.minimum(before, d)
+    right_q = right_q + max(t - s, 0) * jnp.minimum(before, d)
+    left_b = left_b + max(s - t, 0) * jnp.minimum(total, d)
+    right_b = right_b + max(t - s, 0) * jnp.minimum(total, d)
+  return left_q, right_q, left_b, right_b
+
+
 def _check_interval_domain(domain: Domain) -> None:
   if not isinstance(domain, iv.IntervalDomain):
     raise ValueError(f"The CNN's bounds have rules for the interval domains only "
@@ -208,20 +239,28 @@ def cnn_feature_bounds(model: CNNClassifier, space: Space | Signature, plan: Pla
       anchor = domain.where(valid[..., None, None], orig, hull)
       hull = domain.shrink_towards(hull, anchor, eps)
       box, valid = _masked_join(domain, box, valid, hull, hit)
-  # H_p joins the nominal positions p − I .. p + D.
+  # H_p joins the nominal positions q with −L(q) ≤ p − q ≤ R(q) (at most p − I .. p + D).
+  left_q, right_q, left_b, right_b = row_shifts(sig, plan, nominal)
   span = max(n_pad + right, w)
-  ext = jax.tree.map(lambda a: _shifted(a, right, span + left + right, 0.0), box)
-  ext_valid = _shifted(valid, right, span + left + right, False)
-  slots = jax.tree.map(lambda a: a[:, :span], ext)
-  slots_valid = ext_valid[:, :span]
-  for o in range(1, left + right + 1):
-    slots, slots_valid = _masked_join(domain, slots, slots_valid,
-                                      jax.tree.map(lambda a: a[:, o:o + span], ext),
-                                      ext_valid[:, o:o + span])
+  size = span + left + right
+  ext = jax.tree.map(lambda a: _shifted(a, right, size, 0.0), box)
+  ext_valid = _shifted(valid, right, size, False)
+  ext_left, ext_right = _shifted(left_q, right, size, 0), _shifted(right_q, right, size, 0)
+  slots = slots_valid = None
+  for o in range(left + right + 1):  # slot p reads q = p + o − I, so p − q = I − o
+    shift = right - o
+    term = jax.tree.map(lambda a: a[:, o:o + span], ext)
+    term_valid = (ext_valid[:, o:o + span] & (shift >= -ext_left[:, o:o + span])
+                  & (shift <= ext_right[:, o:o + span]))
+    if slots is None:
+      slots, slots_valid = term, term_valid
+    else:
+      slots, slots_valid = _masked_join(domain, slots, slots_valid, term, term_valid)
   p = jnp.arange(span)[None, :]
   zero = iv.point(jnp.zeros_like(slots.lo))
-  shorter = (p >= lengths[:, None] - left)[..., None, None]  # some member ends before p
-  none_longer = (p >= lengths[:, None] + right)[..., None, None]  # no member reaches p
+  slots = domain.where(slots_valid[..., None, None], slots, zero)  # no word can stand at p
+  shorter = (p >= (lengths - left_b)[:, None])[..., None, None]  # some member ends before p
+  none_longer = (p >= (lengths + right_b)[:, None])[..., None, None]  # no member reaches p
   slots = domain.where(shorter, domain.join(slots, zero), slots)
   slots = domain.where(none_longer, zero, slots)
   count = max(span - w + 1, 1)
@@ -229,8 +268,8 @@ def cnn_feature_bounds(model: CNNClassifier, space: Space | Signature, plan: Pla
       a, ((0, 0), (0, max(count + w - 1 - span, 0)), (0, 0), (0, 0))), slots), count, domain)
   act = domain.to_box(domain.monotone(jax.nn.relu, pre))
   j = jnp.arange(count)[None, :]
-  upper_windows = j < jnp.maximum(lengths + right - w + 1, 1)[:, None]
-  lower_windows = j < jnp.maximum(lengths - left - w + 1, 1)[:, None]
+  upper_windows = j < jnp.maximum(lengths + right_b - w + 1, 1)[:, None]
+  lower_windows = j < jnp.maximum(lengths - left_b - w + 1, 1)[:, None]
   hi = jnp.where(upper_windows[..., None], act.hi, 0.0).max(axis=1)
   lo = jnp.where(lower_windows[..., None], act.lo, 0.0).max(axis=1)
   return iv.Interval(lo, hi), model.features(plan.token_ids, plan.lengths)

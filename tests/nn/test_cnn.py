@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from arc_jax import interval as iv
 from arc_jax.nn import predict
-from arc_jax.nn.cnn import CNNClassifier, certified_logits, cnn_feature_bounds, position_shifts
+from arc_jax.nn.cnn import (CNNClassifier, certified_logits, cnn_feature_bounds, position_shifts,
+                            row_shifts)
 from arc_jax.perturbation import PlanBuilder, custom, parse_space
 from arc_jax.perturbation.spaces import Space
 
@@ -112,6 +113,26 @@ def test_position_shifts():
   space = parse_space("[(Del,2),(Sub,2),(Ins,3)]", synonyms={}, stopwords=STOPWORDS)
   assert position_shifts(space.signature) == (2, 3)
   assert position_shifts(parse_space("[(Sub,2)]", synonyms={}).signature) == (0, 0)
+
+
+def test_words_before_any_rewrite_that_shifts_do_not_move():
+  """Only the rewrites of windows before a word move it: per row, L(q) and R(q) count the
+  matches before q (up to δ), and a sentence without a deletable word keeps every position."""
+  space = parse_space("[(Del,2),(Sub,1)]", synonyms={"good": ["bad"]},
+                      stopwords=STOPWORDS).restricted_to(VOCAB)
+  plan = PlanBuilder(space, VOCAB).build([("good", "the", "film", "a", "of", "!"),
+                                          ("good", "film")], batch_size=2)
+  left, right, left_b, right_b = row_shifts(space.signature, plan, 8)
+  np.testing.assert_array_equal(left[0], [0, 0, 1, 1, 2, 2, 2, 2])
+  np.testing.assert_array_equal(left[1], np.zeros(8))
+  np.testing.assert_array_equal(right, np.zeros((2, 8)))
+  np.testing.assert_array_equal(left_b, [2, 0])
+  np.testing.assert_array_equal(right_b, [0, 0])
+  model = make_model()
+  box, clean = cnn_feature_bounds(model, space.signature, PlanBuilder(space, VOCAB).build(
+      [("film", "!", "movie")]), 1.0, iv.UNROUNDED)
+  np.testing.assert_allclose(box.lo[0], clean[0], rtol=1e-6)  # nothing matches: a point
+  np.testing.assert_allclose(box.hi[0], clean[0], rtol=1e-6)
 
 
 def assert_sound(model, space, sentences, labels):
