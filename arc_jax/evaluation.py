@@ -279,7 +279,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   # same vectors): a run with frozen vectors is then checked against the data of its own lexicon.
   fingerprint = experiment.data_fingerprint()
   if any(config[k] != v for k, v in own_lexicon.items()):
-    fingerprint = data_fingerprint(experiment.family.prepare_data(
+    fingerprint = data_fingerprint(experiment.family.lowering.prepare_data(
         ml_collections.ConfigDict({**config.to_dict(), **own_lexicon})))
   params, meta = restore_params(run, experiment, checkpoint, fingerprint)
   results: dict[str, Any] = {

@@ -128,8 +128,8 @@ def certify_rows_in(family: ModelFamily, signature, domain: Domain) -> RowsFn:
   """:func:`arc_jax.train.objectives.certify_rows` (ε = 1, no dropout) with the DP in
   ``domain`` instead of the sound intervals."""
   def rows(model, batch) -> RowMetrics:
-    cert = family.certify(model, signature, batch, 1.0, None, domain)
-    return family.rows(batch, cert.clean_logits, cert.certified, cert.margins)
+    cert = family.model.certify(model, signature, batch, 1.0, None, domain)
+    return family.model.rows(batch, cert.clean_logits, cert.certified, cert.margins)
 
   return rows
 
@@ -153,7 +153,7 @@ def exhaustive(context: Context) -> Outcome:
   ``context.journal`` a search stopped before the end resumes where it stopped (``resumed``:
   the examples taken from it; ``seconds`` include the earlier parts)."""
   experiment = context.experiment
-  ex = experiment.family.enumerate(experiment.placed(context.params), experiment.space,
+  ex = experiment.family.searches.enumerate(experiment.placed(context.params), experiment.space,
                                    experiment.builder, *experiment.examples(context.split),
                                    context.flags["cf"], shortcut=context.shortcut,
                                    batch_size=context.exhaustive_batch_size,
@@ -170,7 +170,7 @@ def hotflip(context: Context) -> Outcome:
   """``hf``: x and the ``beam`` strings of a HotFlip beam search in S(x) are all classified y
   (:func:`arc_jax.attacks.hotflip_robustness`); ``eval_batch_size`` examples search together."""
   experiment = context.experiment
-  hf = experiment.family.hotflip(experiment.placed(context.params), experiment.space,
+  hf = experiment.family.searches.hotflip(experiment.placed(context.params), experiment.space,
                                  experiment.builder, *experiment.examples(context.split),
                                  beam=context.beam, batch_size=experiment.config.eval_batch_size,
                                  progress=context.progress)
@@ -255,7 +255,7 @@ def empty_examples(context: Context) -> dict[str, Any]:
   """``empty_examples``: the sentences left empty by the out-of-vocabulary policy (classified
   as the empty input, S(x) = {x}), and the policy."""
   experiment = context.experiment
-  return experiment.family.empty_examples(experiment.examples(context.split)[0])
+  return experiment.family.lowering.empty_examples(experiment.examples(context.split)[0])
 
 
 SUMMARIES: dict[str, Callable[[Context], Any]] = {

@@ -51,7 +51,7 @@ def prepare(args, parser: argparse.ArgumentParser):
     if waiting:
       parallel.gathered = lambda x: np.asarray(gathered(x))
     try:
-      return family.enumerate(placed, space, experiment.builder, *chosen, shortcut=True,
+      return family.searches.enumerate(placed, space, experiment.builder, *chosen, shortcut=True,
                               batch_size=256, progress=False)
     finally:
       parallel.gathered = gathered

@@ -51,8 +51,8 @@ def main() -> None:
   test = experiment.splits["test"]
   n = len(test) if args.first is None else min(args.first, len(test))
   sentences, labels = list(test.tokens[:n]), np.asarray(test.labels[:n])
-  space = experiment.family.make_space(experiment.data, spec)
-  builder = experiment.family.make_builder(experiment.data, space, config.max_dp_shapes)
+  space = experiment.family.lowering.make_space(experiment.data, spec)
+  builder = experiment.family.lowering.make_builder(experiment.data, space, config.max_dp_shapes)
   order = certification_order(builder, sentences)
   batches = []
   for start in range(0, n, BATCH):

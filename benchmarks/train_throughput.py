@@ -104,9 +104,9 @@ def prepare(model: str, row: str, num_batches: int):
     epoch, host_s = timed_list(exp.batches("train", config.batch_size, **order))
     put = exp.put
     examples, labels = exp.examples("train")
-    pooled = batch_order([exp.family.size(x) for x in examples], config.batch_size,
+    pooled = batch_order([exp.family.lowering.size(x) for x in examples], config.batch_size,
                          seed=config.seed, epoch=0, shuffle=True)
-    same_rows = [exp.family.lower(exp.builder, examples, labels, i, config.batch_size, True)
+    same_rows = [exp.family.lowering.lower(exp.builder, examples, labels, i, config.batch_size, True)
                  for i in pooled[:2]]
   else:  # a baseline revision before them: a Task class per family
     task = exp.task

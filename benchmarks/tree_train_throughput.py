@@ -63,7 +63,7 @@ def measure(row: str, num_batches: int, repeats: int, pad_to: int | None) -> dic
   examples, labels = exp.examples("train")
   order = [i for i in exp.batches("train", config.batch_size, certify=True, shuffle=True,
                                   seed=config.seed, epoch=0)][:num_batches]
-  batches = [exp.put(exp.family.lower(builder, examples, labels, b.indices[b.indices >= 0],
+  batches = [exp.put(exp.family.lowering.lower(builder, examples, labels, b.indices[b.indices >= 0],
                                       config.batch_size, True)) for b in order]
 
   def loss(params, batch, key):

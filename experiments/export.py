@@ -105,7 +105,7 @@ def upgrade(run_dir: Path, prepared: dict) -> dict:
   config = run.config()
   key = tuple(config[f] for f in DATA_FIELDS)
   if key not in prepared:
-    prepared[key] = FAMILIES[config.model].prepare_data(config)
+    prepared[key] = FAMILIES[config.model].lowering.prepare_data(config)
   kept = keep_run_data(run_dir, prepared[key])
   load_kept_data(run_dir)  # the store rebuilds the fingerprinted matrix, bit for bit
   saved = portable_config(json.loads(run.config_file.read_text()))

@@ -133,7 +133,7 @@ def certify_examples(model, space, vocab, examples, labels, batch_size: int) -> 
 def attack_examples(params, experiment, examples, labels, beam: int) -> list:
   """HotFlip's best-ranked misclassified member of S(x) per example (None where it finds none),
   as :mod:`arc_jax.metrics`' ``hf`` searches."""
-  found = experiment.family.hotflip(
+  found = experiment.family.searches.hotflip(
       experiment.placed(params), experiment.space, experiment.builder, list(examples),
       np.asarray(labels), beam=beam, batch_size=experiment.config.eval_batch_size,
       progress=len(examples) > CHUNK)

@@ -119,7 +119,7 @@ def member_batches(experiment: Built):
   c = experiment.config.augmented
   split = split_space(experiment.space, c.abstracted)
   # Member plans run on the whole grid (no reachable grid), so no shape menu.
-  builder = experiment.family.make_builder(experiment.data, split.abstract, 0)
+  builder = experiment.family.lowering.make_builder(experiment.data, split.abstract, 0)
   search = {"enumerate": _enumerated_members, "hotflip": _hotflip_members}[c.augment_search]
   slots = c.augment_members + 1
 

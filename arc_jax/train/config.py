@@ -418,7 +418,7 @@ def validate(config: ml_collections.ConfigDict, *, training: bool = True) -> Non
       raise ConfigError(str(error)) from None
   try:  # the spec's syntax and names; the lexicon is the data's, checked when it is loaded
     space = parse_space(config.space, synonyms={})
-    family.check_space(space)
+    family.lowering.check_space(space)
   except ValueError as error:
     raise ConfigError(f"config.space={config.space!r}: {error}") from None
   if not space.transformations:

@@ -65,7 +65,7 @@ class Experiment:
 
   def examples(self, split: str) -> tuple[list, np.ndarray]:
     """The examples of ``split`` and their labels (n,)."""
-    return self.family.examples(self.splits[split])
+    return self.family.lowering.examples(self.splits[split])
 
   def batches(self, split: str, batch_size: int, *, certify: bool, shuffle: bool = False,
               seed: int = 0, epoch: int = 0, start: int = 0) -> Iterator[Any]:
@@ -77,18 +77,18 @@ class Experiment:
     ``group`` before their size (rows of one batch share a reachable grid).
     """
     examples, labels = self.examples(split)
-    keys = [self.family.size(x) for x in examples]
-    if certify and self.family.group is not None:
-      keys = [(*self.family.group(self.builder, x), size) for x, size in zip(examples, keys)]
+    keys = [self.family.lowering.size(x) for x in examples]
+    if certify and self.family.lowering.group is not None:
+      keys = [(*self.family.lowering.group(self.builder, x), size) for x, size in zip(examples, keys)]
     order = batch_order(keys, batch_size, seed=seed, epoch=epoch, shuffle=shuffle)
     if not 0 <= start <= len(order):
       raise ValueError(f"start={start} is outside the {len(order)} batches of this epoch.")
     for indices in order[start:]:
-      yield self.family.lower(self.builder, examples, labels, indices, batch_size, certify)
+      yield self.family.lowering.lower(self.builder, examples, labels, indices, batch_size, certify)
 
   def put(self, batch):
     """A host batch as global arrays on the mesh, split along its rows."""
-    return self.family.put(batch, self.mesh)
+    return self.family.lowering.put(batch, self.mesh)
 
   def doubled(self, batch, partners: Callable[[list, np.ndarray], Sequence]):
     """A training batch of B rows as 2B rows, lowered as for a clean step (``certify=False``): its
@@ -98,7 +98,7 @@ class Experiment:
     indices = batch.indices[batch.indices >= 0]
     rows = [examples[i] for i in indices]
     members = rows + list(partners(rows, labels[indices]))
-    return self.family.lower(self.builder, members, np.concatenate([labels[indices]] * 2),
+    return self.family.lowering.lower(self.builder, members, np.concatenate([labels[indices]] * 2),
                              range(len(members)), 2 * len(batch.indices), False)
 
   def model(self, params: nnx.State) -> nnx.Module:
@@ -184,8 +184,8 @@ def check_data(config: ml_collections.ConfigDict, family: ModelFamily,
           f"({len(counts['empty']):,}) have no word with a vector in {stats['vectors']}, over "
           f"config.max_empty_share={config.max_empty_share}. Pass --config.max_empty_share=1.0 "
           "to train anyway.")
-  examples, _ = family.examples(data.splits["train"])
-  sentences = [family.tokens(x) for x in examples]
+  examples, _ = family.lowering.examples(data.splits["train"])
+  sentences = [family.lowering.tokens(x) for x in examples]
   for transformation in data_space(data, config.space).transformations:
     share = rewrite_share(transformation, sentences)
     if share < config.min_transformation_share:
@@ -220,16 +220,16 @@ def build_experiment(config: ml_collections.ConfigDict, mesh: Mesh | None = None
     raise ConfigError(str(error)) from None
   family = FAMILIES[config.model]
   if data is None:
-    data = family.prepare_data(config)
+    data = family.lowering.prepare_data(config)
     check_data(config, family, data)
   splits = {name: data.splits[name][:config[field]] for name, field in SPLITS.items()
             if name in data.splits}
   for name, split in splits.items():
     if not len(split):
       raise ConfigError(f"The {name} split is empty; raise config.{SPLITS[name]}.")
-  space = family.make_space(data, config.space)
-  graphdef, params, rest = nnx.split(family.make_model(config, data), nnx.Param, ...)
+  space = family.lowering.make_space(data, config.space)
+  graphdef, params, rest = nnx.split(family.model.make_model(config, data), nnx.Param, ...)
   replicated = parallel.replicated(mesh)
-  builder = family.make_builder(data, space, config.max_dp_shapes)
+  builder = family.lowering.make_builder(data, space, config.max_dp_shapes)
   return Experiment(config, family, data, splits, space, builder, graphdef,
                     parallel.put(params, replicated), parallel.put(rest, replicated), mesh)

@@ -98,7 +98,7 @@ def random_members(experiment: Built) -> BatchTransform:
   ``sample_tree_member`` for trees, uniform over application choices) depend on (seed, step)
   only, so a resumed run draws the same ones.
   """
-  sample, space, seed = experiment.family.sample, experiment.space, experiment.config.seed
+  sample, space, seed = experiment.family.searches.sample, experiment.space, experiment.config.seed
 
   def transform(batch, step: int, params: nnx.State):
     del params
@@ -117,7 +117,7 @@ def hotflip_members(experiment: Built) -> BatchTransform:
   The attack uses the current parameters without dropout (the original's ``model.eval()``) and
   is a function of them, so a resumed run makes the same members.
   """
-  attack, e = experiment.family.attack, experiment
+  attack, e = experiment.family.searches.attack, experiment
 
   def transform(batch: Batch, step: int, params: nnx.State) -> Batch:
     del step

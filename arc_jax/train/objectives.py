@@ -27,8 +27,8 @@ def clean_objective(family: ModelFamily) -> Objective:
   augmentation, HotFlip adversarial training, and ARC while λ = 0)."""
   def objective(model, batch, dropout_key, step):
     del step
-    logits = family.forward(model, batch, dropout_key)
-    return losses.cross_entropy(logits, *family.targets(batch)), family.rows(batch, logits)
+    logits = family.model.forward(model, batch, dropout_key)
+    return losses.cross_entropy(logits, *family.model.targets(batch)), family.model.rows(batch, logits)
 
   return objective
 
@@ -37,7 +37,7 @@ def clean_objective(family: ModelFamily) -> Objective:
 def classify_rows(family: ModelFamily) -> RowsFn:
   """Correctness of the concrete forward pass without dropout (the ``acc`` metric)."""
   def rows(model, batch) -> RowMetrics:
-    return family.rows(batch, family.forward(model, batch, None))
+    return family.model.rows(batch, family.model.forward(model, batch, None))
 
   return rows
 
@@ -48,8 +48,8 @@ def certify_rows(family: ModelFamily, signature, **options) -> RowsFn:
   pass without dropout: its clean logits (DP slot 0) and its certificate. ``options``: the
   family's DP options (``join`` for Tree-LSTMs)."""
   def rows(model, batch) -> RowMetrics:
-    cert = family.certify(model, signature, batch, 1.0, None, interval.SOUND, **options)
-    return family.rows(batch, cert.clean_logits, cert.certified, cert.margins)
+    cert = family.model.certify(model, signature, batch, 1.0, None, interval.SOUND, **options)
+    return family.model.rows(batch, cert.clean_logits, cert.certified, cert.margins)
 
   return rows
 
@@ -74,14 +74,14 @@ def arc_objective(family: ModelFamily, signature, robust_weight: optax.Schedule,
   def objective(model, batch, dropout_key, step):
     # Surrogate bounds (no outward rounding): every reported certificate is computed at
     # evaluation, in the sound domain (certify_rows).
-    cert = family.certify(model, signature, batch, eps(step), dropout_key, interval.UNROUNDED)
-    labels, weights = family.targets(batch)
+    cert = family.model.certify(model, signature, batch, eps(step), dropout_key, interval.UNROUNDED)
+    labels, weights = family.model.targets(batch)
     clean = losses.cross_entropy(cert.clean_logits, labels, weights)
     robust = robust_fn(cert, labels, weights)
     return (losses.arc_loss(clean, robust, robust_weight(step)),
-            family.rows(batch, cert.clean_logits, cert.certified))
+            family.model.rows(batch, cert.clean_logits, cert.certified))
 
-  if family.take_rows is None or robust_loss not in losses.WEIGHTED_MEAN_LOSSES:
+  if family.model.take_rows is None or robust_loss not in losses.WEIGHTED_MEAN_LOSSES:
     return objective
   # Both terms are weighted means with the targets' weights: the step may split the batch.
-  return MeanObjective(objective, lambda batch: family.targets(batch)[1], family.take_rows)
+  return MeanObjective(objective, lambda batch: family.model.targets(batch)[1], family.model.take_rows)

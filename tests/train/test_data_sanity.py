@@ -50,7 +50,7 @@ def checked(root, model="lstm", **changes):
   config.update(dict(model=model, dataset="sst2" if model == "lstm" else "sst_trees",
                      data_dir=str(root), **changes))
   family = FAMILIES[model]
-  check_data(config, family, family.prepare_data(config))
+  check_data(config, family, family.lowering.prepare_data(config))
 
 
 def test_rewrite_share_counts_sentences_with_a_rewritten_window():

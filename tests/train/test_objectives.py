@@ -97,7 +97,7 @@ def test_arc_objective_on_the_reachable_grid_equals_the_full_grid():
                            projection=4, head_hidden=3, dropout_rate=0.3, rngs=nnx.Rngs(0),
                            param_dtype=jnp.float64)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    batch = family.lower(PlanBuilder(space, VOCAB), sentences, [1, 0, 1, 0], range(4), 4, True)
+    batch = family.lowering.lower(PlanBuilder(space, VOCAB), sentences, [1, 0, 1, 0], range(4), 4, True)
     assert batch.plan.reachable == (1, 2)  # one deletable "the"; Sub reaches both applications
     full = dataclasses.replace(batch, plan=dataclasses.replace(batch.plan, reachable=None))
     objective = arc_objective(family, space.signature, optax.constant_schedule(0.5),
@@ -124,7 +124,7 @@ def test_arc_gradient_through_the_hand_written_backward_passes_equals_autodiff(m
                            projection=4, head_hidden=3, dropout_rate=0.3, rngs=nnx.Rngs(0),
                            param_dtype=jnp.float64)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    batch = family.lower(PlanBuilder(space, VOCAB), sentences, [1, 0, 1, 0], range(4), 4, True)
+    batch = family.lowering.lower(PlanBuilder(space, VOCAB), sentences, [1, 0, 1, 0], range(4), 4, True)
     objective = arc_objective(family, space.signature, optax.constant_schedule(0.5),
                               optax.constant_schedule(1.0), "worst_case")
     loss = lambda p: objective(nnx.merge(graphdef, p, rest), batch, jax.random.key(1), 0)[0]
@@ -167,7 +167,7 @@ def test_a_step_on_row_parts_equals_the_step_on_the_whole_batch():
                            param_dtype=jnp.float64)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     builder = PlanBuilder(space, VOCAB)
-    batches = [family.lower(builder, sentences, [1, 0, 1, 0], range(4), size, True)
+    batches = [family.lowering.lower(builder, sentences, [1, 0, 1, 0], range(4), size, True)
                for size in (5, 4)]
     tx = make_optimizer(3e-2, 1e-4, 1.0)
     objective = arc_objective(family, space.signature, optax.constant_schedule(0.5),

@@ -126,7 +126,7 @@ TREE_SCRIPT = textwrap.dedent("""
       step = make_train_step(graphdef, tx, objective, mesh)
       state = put(init_state(params, tx, 0), replicated(mesh))
       rest, totals = put(rest, replicated(mesh)), put(zero_totals(), replicated(mesh))
-      sharded = family.put(batch, mesh)
+      sharded = family.lowering.put(batch, mesh)
       assert len(sharded.trees.token_ids.addressable_shards) == n
       assert sharded.trees.schedule.sharding.is_fully_replicated
       for _ in range(2):

@@ -4,7 +4,7 @@
 (:data:`TREE`): Tree-LSTM on the SST trees. See :mod:`arc_jax.train.families.base`.
 """
 
-from arc_jax.train.families.base import ModelFamily, Placed
+from arc_jax.train.families.base import Lowering, ModelFamily, ModelFunctions, Placed, Searches
 from arc_jax.train.families.cnn import CNN
 from arc_jax.train.families.sequence import SEQUENCE, make_predict_fn
 from arc_jax.train.families.tree import TREE, IndexedTrees

@@ -23,7 +23,6 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.attacks import augment_batch
 from arc_jax.certify import Certificate, certify_jit, certify_model
 from arc_jax.certify import certify as certify_examples
 from arc_jax.certify.api import (certify_batches, check_inputs, check_sentences,
@@ -32,12 +31,12 @@ from arc_jax.certify.certificate import CertifyResult, certified_by
 from arc_jax.data import Batch, ExperimentData
 from arc_jax.domain import Domain
 from arc_jax.nn.cnn import CNNClassifier, certified_logits
-from arc_jax.perturbation import PlanBuilder, data_space
+from arc_jax.perturbation import PlanBuilder
 from arc_jax.perturbation.plans import Plan
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.settings import Setting, Settings
 from arc_jax.train.families import sequence
-from arc_jax.train.families.base import ModelFamily
+from arc_jax.train.families.base import ModelFamily, ModelFunctions
 
 SETTINGS = Settings("cnn", {
     "filters": Setting(100, "cnn: filters of the convolution (A3T's SST-2 CNN: 100)"),
@@ -123,11 +122,9 @@ batches."""
 
 CNN = ModelFamily(
     name="cnn", datasets=("sst2",), robust_losses=("worst_case", "max_of_means"),
-    prepare_data=sequence.prepare_data, make_space=data_space,
-    make_builder=sequence.make_builder, make_model=make_model, examples=sequence.examples,
-    size=len, lower=sequence.lower, put=sequence.put, forward=sequence.forward,
-    certify=certify, targets=sequence.targets, rows=sequence.rows, sample=augment_batch,
-    attack=sequence.attack, enumerate=sequence.enumerate_space, hotflip=sequence.hotflip,
-    empty_examples=sequence.empty_examples, group=PlanBuilder.grid_group,
-    take_rows=sequence.take_rows, unsupported_methods=UNSUPPORTED, settings=SETTINGS)
+    lowering=sequence.LOWERING,
+    model=ModelFunctions(make_model=make_model, forward=sequence.forward, certify=certify,
+                         targets=sequence.targets, rows=sequence.rows,
+                         take_rows=sequence.take_rows),
+    searches=sequence.SEARCHES, unsupported_methods=UNSUPPORTED, settings=SETTINGS)
 """A3T's CNN on SST-2 sentences (``config.model = "cnn"``)."""

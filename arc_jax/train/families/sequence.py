@@ -27,7 +27,8 @@ from arc_jax.nn.recurrent import CELL_SETTINGS
 from arc_jax.perturbation import PlanBuilder, Space, data_space, on_reachable_grid
 from arc_jax.perturbation.spaces import Signature
 from arc_jax.settings import Setting, Settings
-from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
+from arc_jax.train.families.base import (Lowering, ModelFamily, ModelFunctions, Placed, Searches,
+                                         largest_synonym_list)
 from arc_jax.train.steps import RowMetrics, clean_margins, least_margin
 
 
@@ -164,11 +165,21 @@ def empty_examples(sentences: list) -> dict[str, Any]:
           "policy": "kept and classified as the empty input; every denominator counts them"}
 
 
+LOWERING = Lowering(
+    prepare_data=prepare_data, make_space=data_space, make_builder=make_builder,
+    examples=examples, size=len, lower=lower, put=put, empty_examples=empty_examples,
+    group=PlanBuilder.grid_group)
+"""Sentences as token batches with their DP plans (shared by every family of token
+sequences)."""
+
+SEARCHES = Searches(sample=augment_batch, attack=attack, enumerate=enumerate_space,
+                    hotflip=hotflip)
+"""Sampling, HotFlip and enumeration over sentences (any model of token batches)."""
+
 SEQUENCE = ModelFamily(
     name="lstm", datasets=("sst2", "imdb"), robust_losses=("worst_case", "max_of_means"),
-    prepare_data=prepare_data, make_space=data_space, make_builder=make_builder,
-    make_model=make_model, examples=examples, size=len, lower=lower, put=put, forward=forward,
-    certify=certify, targets=targets, rows=rows, sample=augment_batch, attack=attack,
-    enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples,
-    group=PlanBuilder.grid_group, take_rows=take_rows, settings=SETTINGS)
+    lowering=LOWERING,
+    model=ModelFunctions(make_model=make_model, forward=forward, certify=certify,
+                         targets=targets, rows=rows, take_rows=take_rows),
+    searches=SEARCHES, settings=SETTINGS)
 """(Bi-)LSTMs on sentences (``config.model = "lstm"``)."""

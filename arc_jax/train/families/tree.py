@@ -44,7 +44,8 @@ from arc_jax.perturbation import data_space
 from arc_jax.perturbation.trees import (SUB, TreeBatch, TreeBatchBuilder, TreeSignature,
                                         TreeSpace, tree_space)
 from arc_jax.settings import Setting, Settings
-from arc_jax.train.families.base import ModelFamily, Placed, largest_synonym_list
+from arc_jax.train.families.base import (Lowering, ModelFamily, ModelFunctions, Placed, Searches,
+                                         largest_synonym_list)
 from arc_jax.train.steps import RowMetrics, clean_margins, least_margin
 
 SST_CLASSES = 5
@@ -212,9 +213,13 @@ def empty_examples(trees: list) -> dict[str, Any]:
 
 TREE = ModelFamily(
     name="tree_lstm", datasets=("sst_trees",), robust_losses=("worst_case",),
-    prepare_data=prepare_data, make_space=make_space, make_builder=make_builder,
-    make_model=make_model, examples=examples, size=lambda tree: tree.num_nodes, lower=lower,
-    put=put, forward=forward, certify=certify, targets=targets, rows=rows, sample=sample,
-    attack=attack, enumerate=enumerate_space, hotflip=hotflip, empty_examples=empty_examples,
-    tokens=lambda tree: tree.tokens, check_space=tree_space, settings=SETTINGS)
+    lowering=Lowering(prepare_data=prepare_data, make_space=make_space,
+                      make_builder=make_builder, examples=examples,
+                      size=lambda tree: tree.num_nodes, lower=lower, put=put,
+                      empty_examples=empty_examples, tokens=lambda tree: tree.tokens,
+                      check_space=tree_space),
+    model=ModelFunctions(make_model=make_model, forward=forward, certify=certify,
+                         targets=targets, rows=rows),
+    searches=Searches(sample=sample, attack=attack, enumerate=enumerate_space, hotflip=hotflip),
+    settings=SETTINGS)
 """Tree-LSTMs on SST trees (``config.model = "tree_lstm"``)."""
