@@ -156,8 +156,8 @@ def assert_sound(model, space, sentences, labels):
     diffs = logits[:, y:y + 1] - logits
     assert np.all(np.asarray(margins[b]) <= diffs), (
         f"margin escape for {sentence} under {space}: {np.max(np.asarray(margins[b]) - diffs)}")
-    np.testing.assert_allclose(clean[b], logits[strings.index(tuple(sentence))], rtol=1e-5,
-                               atol=1e-5)
+    own = logits[strings.index(tuple(sentence))]  # x's logits at another batch shape: rounding
+    np.testing.assert_allclose(clean[b], own, rtol=1e-5, atol=1e-5 * (1 + np.abs(own).max()))
   return members
 
 
