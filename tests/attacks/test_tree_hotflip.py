@@ -17,7 +17,7 @@ from arc_jax.data.trees import from_nested, to_nested
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, tree_space
-from tests.perturbation.test_tree_perturbation import WORDS, nested_trees
+from tests.helpers.trees import WORDS, nested_trees
 
 VOCAB = {w: i for i, w in enumerate(("<pad>",) + WORDS)}
 NODES = 16  # 6 leaves (11 nodes) plus 2 per Dup budget ≤ 2

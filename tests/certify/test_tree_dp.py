@@ -30,7 +30,7 @@ from arc_jax.nn import tree_models
 from arc_jax.nn.tree_models import TreeLSTMClassifier, predict_tree
 from arc_jax.perturbation import custom, parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, tree_space
-from tests.perturbation.test_tree_perturbation import nested_trees
+from tests.helpers.trees import nested_trees
 
 
 @pytest.fixture(autouse=True, scope="module")

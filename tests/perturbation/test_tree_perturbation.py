@@ -21,9 +21,9 @@ from arc_jax.data.trees import from_nested, to_nested
 from arc_jax.perturbation import parse_space
 from arc_jax.perturbation.trees import TreeBatchBuilder, rewrite_leaves, tree_space
 from tests.helpers.reference_spaces import ref_replacements
+from tests.helpers.trees import WORDS, nested_trees
 
 STOP = ("a", "the", "to")
-WORDS = ("a", "the", "to", "good", "movie", "film", "fine", "x")
 VOCAB = {w: i for i, w in enumerate(("<pad>",) + WORDS)}
 
 
@@ -33,21 +33,6 @@ def space_of(spec, synonyms=None, stopwords=STOP):
 
 def tree_of(nested, root_label=1):
   return from_nested(nested, root_label)
-
-
-@st.composite
-def nested_trees(draw, max_leaves=6, words=WORDS, min_leaves=1):
-  """Random binary trees with min_leaves..max_leaves leaves, as nested pairs."""
-  n = draw(st.integers(min_leaves, max_leaves))
-  leaves = draw(st.lists(st.sampled_from(words), min_size=n, max_size=n))
-
-  def build(ws):
-    if len(ws) == 1:
-      return ws[0]
-    k = draw(st.integers(1, len(ws) - 1))
-    return (build(ws[:k]), build(ws[k:]))
-
-  return build(leaves)
 
 
 @st.composite
