@@ -98,7 +98,7 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
       metrics["ex"][k] for k in ("count", "members_evaluated")]
 
   # The README's one-call loader, as the README writes it, on this run.
-  from tests.test_readme import section_blocks  # pylint: disable=import-outside-toplevel
+  from tests.helpers.readme_blocks import section_blocks  # pylint: disable=import-outside-toplevel
   block = next(b for b in section_blocks("Certify your own model") if "load_run" in b)
   scope = {"arc_jax": arc_jax, "certify": certify}
   exec(block.replace('"runs/arc"', repr(str(run))), scope)  # pylint: disable=exec-used

@@ -4,17 +4,7 @@ The block that loads a trained run (``arc_jax.load_run``) needs one; ``tests/tes
 runs it on the run it trains.
 """
 
-import pathlib
-import re
-
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-
-
-def section_blocks(title):
-  text = README.read_text()
-  section = text[text.index(f"## {title}"):]
-  section = section[:section.index("\n## ", 3)]
-  return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+from tests.helpers.readme_blocks import README, section_blocks
 
 
 def test_certify_your_own_model_section_runs():
