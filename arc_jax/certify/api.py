@@ -1,6 +1,15 @@
 """Certification entry points, one for every model family (they dispatch on the model's type):
 :func:`certify_model` (a lowered batch), its jitted :data:`certify_jit` and pure
-:func:`make_certify_fn`, and the convenience :func:`certify` (raw examples).
+:func:`make_certify_fn`, and the convenience :func:`certify` (raw examples); and the checks and
+the batching loop that the families' :func:`certify` functions share.
+
+This module knows no model family: each family's module registers its certification with
+``certify_model.register`` and ``certify.register`` when it is imported
+(:mod:`arc_jax.certify.sequence`: LSTMs, Bi-LSTMs and attention; :mod:`arc_jax.certify.trees`:
+Tree-LSTMs; both imported by the package :mod:`arc_jax.certify`, which any import of this module
+runs first; the CNN's in :mod:`arc_jax.train.families.cnn`). A new model kind is one such module.
+The names this module held before those modules (``certify_sentences``, ``certify_trees``,
+``certification_order``, ...) are still readable here (:func:`moved_here`).
 
 Each takes its abstract domain as a :class:`~arc_jax.domain.Domain` or by its registered name
 (:mod:`arc_jax.domains`: ``domain="linear_step"``, with the domain's default settings)."""
@@ -8,9 +17,9 @@ Each takes its abstract domain as a :class:`~arc_jax.domain.Domain` or by its re
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Callable, Iterable, Mapping, Sequence
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,19 +28,10 @@ from flax import nnx
 from arc_jax import domains
 from arc_jax import interval as iv
 from arc_jax import parallel
-from arc_jax.certify.attention_dp import attention_features
-from arc_jax.certify.certificate import Certificate, CertifyResult, certified_by, intersect
-from arc_jax.certify.lstm_dp import certified_features
-from arc_jax.certify.tree_dp import certify_tree_model, check_domain
-from arc_jax.data.trees import Tree
+from arc_jax.certify.certificate import Certificate, CertifyResult
 from arc_jax.domain import Domain
-from arc_jax.nn.models import LSTMClassifier
-from arc_jax.nn.tree_models import TreeLSTMClassifier
-from arc_jax.perturbation.plans import Plan, PlanBuilder, reachable_signature
-from arc_jax.perturbation.shapes import MAX_DP_SHAPES
-from arc_jax.perturbation.spaces import Signature, Space
+from arc_jax.perturbation.spaces import Space
 from arc_jax.perturbation.split import SplitSpace
-from arc_jax.perturbation.trees import TreeBatchBuilder, TreeSignature, TreeSpace, tree_space
 
 
 @functools.singledispatch
@@ -40,9 +40,11 @@ def certify_model(model: nnx.Module, space, batch, labels: jax.Array,
                   domain: Domain | str = iv.SOUND, **options) -> Certificate:
   """Certifies a batch with the DP of the model's family; differentiable in the model.
 
-  Dispatches on the model's type: (Bi-)LSTMs to :func:`certify_sequence_model`, Tree-LSTMs to
+  Dispatches on the model's type: (Bi-)LSTMs to
+  :func:`~arc_jax.certify.sequence.certify_sequence_model`, Tree-LSTMs to
   :func:`~arc_jax.certify.tree_dp.certify_tree_model` (its ``options``: ``budgets``, ``join``);
-  ``certify_model.register(ModelType, fn)`` adds a family.
+  ``certify_model.register(ModelType, fn)`` adds a family (as :mod:`arc_jax.certify.sequence`
+  and :mod:`arc_jax.certify.trees` do).
 
   Args:
     model: the classifier.
@@ -55,82 +57,13 @@ def certify_model(model: nnx.Module, space, batch, labels: jax.Array,
     domain: the abstract domain (static): :data:`arc_jax.interval.SOUND` (default) for a
       certificate that holds in floating point, :data:`arc_jax.interval.UNROUNDED` for the
       cheaper surrogate bounds of training objectives; or a registered name
-      (:mod:`arc_jax.domains`), which :func:`certify_sequence_model`, :data:`certify_jit`,
+      (:mod:`arc_jax.domains`), which
+      :func:`~arc_jax.certify.sequence.certify_sequence_model`, :data:`certify_jit`,
       :func:`make_certify_fn` and :func:`certify` resolve (a family's own function may not).
     **options: the family's own (static or traced) arguments.
   """
   raise TypeError(f"No certification DP is registered for {type(model).__name__}: "
                   f"register one with certify_model.register({type(model).__name__}, fn).")
-
-
-FEATURES_DP = {"final": certified_features, "mean": certified_features,
-               "attention": attention_features}
-"""``model.pooling`` → the DP that bounds the pooled features over S(x): the final state and the
-mean over the decomposition slots (:func:`~arc_jax.certify.lstm_dp.certified_features`), a pooling
-over the states at every position over the per-position state boxes
-(:func:`~arc_jax.certify.attention_dp.attention_features`). A new pooling adds its entry."""
-
-
-def features_dp(pooling: str):
-  """The entry of :data:`FEATURES_DP` for ``pooling``; a ValueError for a pooling without one."""
-  if pooling not in FEATURES_DP:
-    raise ValueError(f"No certification DP for pooling={pooling!r}; the DPs cover "
-                     f"{sorted(FEATURES_DP)} (add an entry to FEATURES_DP).")
-  return FEATURES_DP[pooling]
-
-
-def certify_sequence_model(model: LSTMClassifier, space: Space | Signature, plan: Plan,
-                           labels: jax.Array, eps: jax.Array | float = 1.0,
-                           dropout_key: jax.Array | None = None,
-                           domain: Domain | str = iv.SOUND) -> Certificate:
-  """Certifies a batch of sentences (a :class:`Certificate` without node axis).
-
-  Args:
-    model: the classifier.
-    space: the perturbation space the plan was built for (or its signature).
-    plan: the batch (B, N) lowered by :class:`~arc_jax.perturbation.PlanBuilder`.
-    labels: int (B,).
-    eps: hull scale in [0, 1] (1 = the full space; smaller values are the training curriculum).
-    dropout_key: applies the head's dropout (training); None for certification.
-    domain: the abstract domain (static; or its name, :mod:`arc_jax.domains`):
-      :data:`arc_jax.interval.SOUND` (default) for a certificate that holds in floating point,
-      :data:`arc_jax.interval.UNROUNDED` for the cheaper surrogate bounds of training
-      objectives. A domain that ``refines`` another (the
-      linear-step domain refines the sound intervals) is intersected with that domain's
-      certificate, so its bounds are never looser, in floating point too.
-  """
-  chex.assert_rank(plan.token_ids, 2)
-  chex.assert_shape(labels, (plan.token_ids.shape[0],))
-  domain = domains.resolve(domain)
-  eps = jnp.asarray(eps, model.embeddings[...].dtype)
-  box, clean = features_dp(model.pooling)(model, space.signature, plan, eps, domain)
-  cert = certificate_from_features(model, box, clean, labels, dropout_key, domain)
-  if domain.refines is None:
-    return cert
-  coarse = certify_sequence_model(model, space, plan, labels, eps, dropout_key, domain.refines)
-  return intersect(cert, coarse, labels)
-
-
-certify_model.register(LSTMClassifier, certify_sequence_model)
-certify_model.register(TreeLSTMClassifier, certify_tree_model)
-
-
-def certificate_from_features(model: LSTMClassifier, box: iv.Value, clean: jax.Array,
-                              labels: jax.Array, dropout_key: jax.Array | None = None,
-                              domain: Domain = iv.SOUND) -> Certificate:
-  """The :class:`Certificate` of a box (B, H_in) of pooled features and the clean features.
-
-  The head is applied to both with the same dropout masks; ``box`` may come from any sound
-  abstraction of the pooled features (the DP, or A3T's intervals) in ``domain``.
-  """
-  hidden = model.head_activations(box, dropout_key, domain)
-  hidden_clean = model.head_activations(clean, dropout_key)
-  logits = domain.to_box(model.head_out(hidden, domain))
-  pairs = domain.margin_lower_bounds(hidden, model.head_out.kernel[...],
-                                     model.head_out.bias[...])
-  rows = jnp.arange(labels.shape[0])
-  margins = pairs[rows, labels].at[rows, labels].set(0.0)  # (B, K): z_y − z_j, 0 at j = y
-  return Certificate(logits, model.head_out(hidden_clean), margins, certified_by(margins, labels))
 
 
 def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None, *,
@@ -142,7 +75,8 @@ def _certify_state(graphdef, signature, state, batch, labels, eps=1.0, dropout_k
 
 STATIC_OPTIONS = ("join",)
 """The family options of :func:`certify_model` that select code (the tree DP's ``join``); the
-others (the tree DP's ``budgets``) are traced."""
+others (the tree DP's ``budgets``) are traced. Fixed when :data:`certify_jit` is built: a family
+with a new static option adds its name here."""
 
 certify_jit = jax.jit(_certify_state, static_argnums=(0, 1),
                       static_argnames=("domain",) + STATIC_OPTIONS)
@@ -180,19 +114,25 @@ MAX_GRID_SLOTS = 1024
 state box per slot; pass ``max_grid_slots`` to go beyond)."""
 
 
-def check_grid(sig: Signature | TreeSignature, space, batch_size: int, hidden: int, itemsize: int,
+@functools.singledispatch
+def grid_states(sig) -> int:
+  """How many states the DP of a space with signature ``sig`` keeps at once, for the memory
+  estimate of :func:`check_grid`: one per slot of the grid unless the signature's family
+  registers its own (``grid_states.register``: a window of max s_k states per slot for sentences,
+  :mod:`arc_jax.certify.sequence`; the P ≈ C²/2^m split pairs of a merge step for trees,
+  :mod:`arc_jax.certify.trees`)."""
+  return int(np.prod(sig.grid))
+
+
+def check_grid(sig, space, batch_size: int, hidden: int, itemsize: int,
                max_grid_slots: int) -> None:
-  """Refuses a space whose decomposition grid exceeds ``max_grid_slots``, naming its size and an
-  estimate of the DP's memory: a box (lo, hi) of (h, c) per slot, row and hidden unit, for the
-  states the DP keeps at once (a window of max s_k states for sequences; the P ≈ C²/2^m split
-  pairs of a merge step for trees)."""
+  """Refuses a space whose decomposition grid (``sig.grid`` of its signature ``sig``) exceeds
+  ``max_grid_slots``, naming its size and an estimate of the DP's memory: a box (lo, hi) of
+  (h, c) per row and hidden unit, for the :func:`grid_states` states the DP keeps at once."""
   slots = int(np.prod(sig.grid))
   if slots <= max_grid_slots:
     return
-  if isinstance(sig, TreeSignature):
-    states = slots * (slots + 1) // 2
-  else:
-    states = slots * (max(sig.s, default=1) + len(sig.s) + 1)
+  states = grid_states(sig)
   gib = batch_size * states * hidden * 4 * itemsize / 2**30
   raise ValueError(
       f"The space {space} has a decomposition grid of {slots} slots "
@@ -244,13 +184,14 @@ def check_inputs(model: nnx.Module, space, vocab: Mapping[str, int]) -> None:
   check_vocab(vocab, model.embeddings[...].shape[0])
 
 
-def _check_examples(examples: Sequence, labels, num_classes: int, what: str, fix: str
-                    ) -> np.ndarray | None:
-  """Checks a list of examples and their labels (None: no labels given); returns the labels."""
+def check_examples(examples: Sequence, labels, num_classes: int, what: str, fix: str,
+                   kind: type | None = None) -> np.ndarray | None:
+  """Checks a list of examples (none a string; each a ``kind`` if given) and their labels (None:
+  no labels given); returns the labels. ``what`` names an example, ``fix`` what to pass."""
   if isinstance(examples, str) or not len(examples):
     raise ValueError(f"No {what}s to certify: pass a non-empty list of {what}s, {fix}.")
   for i, x in enumerate(examples):
-    if isinstance(x, str) or (what == "tree" and not isinstance(x, Tree)):
+    if isinstance(x, str) or (kind is not None and not isinstance(x, kind)):
       raise ValueError(f"{what.capitalize()} {i} is {type(x).__name__} {str(x)[:40]!r}, not a "
                        f"{what}: pass {fix}.")
   if labels is None:
@@ -269,7 +210,7 @@ def _check_examples(examples: Sequence, labels, num_classes: int, what: str, fix
 def check_sentences(sentences: Sequence[Sequence[str]], labels, num_classes: int) -> np.ndarray:
   """Checks n token lists and their labels (one each, in 0..num_classes − 1); returns the
   labels as int32 (n,)."""
-  labels = _check_examples(sentences, labels, num_classes, "sentence",
+  labels = check_examples(sentences, labels, num_classes, "sentence",
                            "each a list of tokens, e.g. 'a good movie'.split()")
   if labels is None:
     raise ValueError("No labels given: pass one integer label per sentence.")
@@ -320,17 +261,6 @@ def padded_labels(labels: np.ndarray, batch_size: int) -> np.ndarray:
   return y
 
 
-def certification_order(builder: PlanBuilder, sentences: Sequence[Sequence[str]]) -> np.ndarray:
-  """Indices of ``sentences`` sorted by (:meth:`PlanBuilder.grid_group`, length).
-
-  Consecutive batches then share a padded width and mostly a reachable grid, so each runs the DP
-  on the smallest grid its rows need (:func:`reachable_signature`) or the builder's shape menu
-  allows.
-  """
-  keys = [(*builder.grid_group(s), len(s)) for s in sentences]
-  return np.asarray(sorted(range(len(sentences)), key=keys.__getitem__), np.int64)
-
-
 @functools.singledispatch
 def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequence[int] | None,
             vocab: Mapping[str, int], *, batch_size: int = 32, eps: float = 1.0,
@@ -339,8 +269,9 @@ def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequenc
   """Certifies raw examples in one call: the convenience entry point for users holding a model.
 
   Dispatches on the model's type: sentences (token lists) for (Bi-)LSTMs
-  (:func:`certify_sentences`), trees (:class:`~arc_jax.data.Tree`) for Tree-LSTMs
-  (:func:`certify_trees`); ``certify.register(ModelType, fn)`` adds a family.
+  (:func:`~arc_jax.certify.sequence.certify_sentences`), trees (:class:`~arc_jax.data.Tree`) for
+  Tree-LSTMs (:func:`~arc_jax.certify.trees.certify_trees`); ``certify.register(ModelType, fn)``
+  adds a family (as :mod:`arc_jax.certify.sequence` and :mod:`arc_jax.certify.trees` do).
 
   Args:
     model: the classifier.
@@ -361,102 +292,26 @@ def certify(model: nnx.Module, space: Space, examples: Sequence, labels: Sequenc
     ``logits_hi`` and ``clean_logits`` (n, K); also readable as a mapping
     (``out["certified"]``).
   """
-  raise ValueError(f"No certification is registered for {type(model).__name__}: pass an "
-                   "LSTMClassifier or a TreeLSTMClassifier, or register one with "
+  registered = sorted(kind.__name__ for kind in certify.registry if kind is not object)
+  raise ValueError(f"No certification is registered for {type(model).__name__}: pass one of "
+                   f"{', '.join(registered) or 'none'}, or register one with "
                    f"certify.register({type(model).__name__}, fn).")
 
 
-@certify.register
-def certify_sentences(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
-                      labels: Sequence[int], vocab: Mapping[str, int], *, batch_size: int = 32,
-                      eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
-                      domain: Domain | str = iv.SOUND, max_dp_shapes: int = MAX_DP_SHAPES
-                      ) -> CertifyResult:
-  """:func:`certify` for (Bi-)LSTMs: raw token lists.
-
-  The space is restricted to ``vocab`` first (``Space.restricted_to``): replacements with a word
-  the model has no vector for are dropped. Sentences are grouped by width and reachable grid
-  (:func:`certification_order`) and certified in jitted batches, each on its reachable grid
-  (:func:`reachable_signature`), with at most ``max_dp_shapes`` (width, grid) shapes fitted to
-  these sentences (:mod:`arc_jax.perturbation.shapes`; 0: every length bucket and exact grid).
-  The compiled functions are cached across calls (one compilation per shape, model structure
-  and space signature). ``domain``: the DP's abstract domain (default the sound intervals;
-  :data:`arc_jax.linear_step.LINEAR_STEP` certifies more of the models not trained for
-  intervals, at a higher cost).
-
-  Raises:
-    ValueError: (one line, naming the fix) no sentences, a sentence given as a string, no labels,
-      labels of the wrong length or outside the model's classes, a space given as a string or
-      as a split space, a space whose decomposition grid exceeds ``max_grid_slots``, float64
-      parameters while JAX's 64-bit mode is off, a vocabulary id outside the embedding table, or
-      an unknown domain name (listing the registered ones).
-  """
-  domain = domains.resolve(domain)
-  check_inputs(model, space, vocab)
-  labels = check_sentences(sentences, labels, model.num_classes)
-  check_grid(space.signature, space, batch_size, model.hidden, model.embeddings[...].itemsize,
-             max_grid_slots)
-  space = space.restricted_to(vocab)
-  builder = PlanBuilder(space, vocab)
-  builder.bound_shapes(sentences, max_dp_shapes)
-  graphdef, state = nnx.split(model)
-
-  def lower(idx):
-    plan = builder.build([sentences[i] for i in idx], batch_size=batch_size)
-    return (reachable_signature(space, plan, builder.shape_menu), plan,
-            padded_labels(labels[idx], batch_size))
-
-  return certify_batches(
-      certification_order(builder, sentences), batch_size, lower,
-      lambda signature, plan, y: certify_jit(graphdef, signature, state, plan, y, eps,
-                                             domain=domain))
+MOVED: dict[str, str] = {}
+"""Name → the module that defines it, for the names this module defined before each model kind's
+certification got its own module, still readable here (``api.certify_sentences``): filled by
+:func:`moved_here`."""
 
 
-@certify.register
-def certify_trees(model: TreeLSTMClassifier, space: Space | TreeSpace, trees: Sequence[Tree],
-                  labels: Sequence[int] | None, vocab: Mapping[str, int], *,
-                  batch_size: int = 32, eps: float = 1.0, max_grid_slots: int = MAX_GRID_SLOTS,
-                  domain: Domain | str = iv.SOUND, join: str = "after_cell") -> CertifyResult:
-  """:func:`certify` for Tree-LSTMs: trees, certified at their roots.
+def moved_here(module: str, *names: str) -> None:
+  """Keeps ``names`` of the (imported) ``module`` readable as attributes of this module, looked up
+  in ``module`` when read: a family's module calls it for the names that lived here before it."""
+  MOVED.update(dict.fromkeys(names, module))
 
-  Restricts the space to ``vocab`` and maps it to a tree space (:func:`tree_space`), lowers the
-  trees with a :class:`TreeBatchBuilder` for that space in batches sorted by size, and reads the
-  certificates at the roots. Compiled functions are cached across calls of the same shapes.
 
-  Args:
-    model: the classifier.
-    space: a string space of deletions, substitutions and duplications (``parse_space``), or a
-      tree space.
-    trees: :class:`~arc_jax.data.Tree` (post-order; ``from_nested`` or the SST loaders).
-    labels: root labels (n,); None: each tree's own root label.
-    vocab: word → id; every leaf word must be in it.
-    batch_size, eps, join, domain: as for :func:`~arc_jax.certify.tree_dp.certify_tree_model`
-      (which refuses a domain it has no rules for, the linear-step domain).
-    max_grid_slots: see :func:`certify`.
-  """
-  domain = domains.resolve(domain)
-  check_inputs(model, space, vocab)
-  check_domain(domain)
-  num_classes = model.num_classes
-  given = _check_examples(trees, labels, num_classes, "tree",
-                          "each an arc_jax.data.Tree, e.g. from_nested(('a', ('good', 'movie')))")
-  roots = given if given is not None else _check_examples(
-      trees, [t.labels[-1] for t in trees], num_classes, "tree", "labels=[...] (one per tree)")
-  string_space = space.space if isinstance(space, TreeSpace) else space
-  check_grid(tree_space(string_space).signature, string_space, batch_size, model.hidden,
-             model.embeddings[...].itemsize, max_grid_slots)
-  tspace = tree_space(string_space.restricted_to(vocab))
-  builder = TreeBatchBuilder(vocab, tspace)
-  graphdef, state = nnx.split(model)
-
-  def lower(idx):
-    batch = builder.build([trees[i] for i in idx], batch_size)
-    node_labels = np.full(batch.shape, -1, np.int32)
-    node_labels[np.arange(len(idx)), batch.num_nodes[:len(idx)] - 1] = roots[idx]
-    return batch, node_labels
-
-  return certify_batches(
-      np.argsort([t.num_nodes for t in trees], kind="stable"), batch_size, lower,
-      lambda batch, node_labels: certify_jit(graphdef, tspace.signature, state, batch,
-                                             node_labels, eps, join=join,
-                                             domain=domain).per_example())
+def __getattr__(name: str):
+  """The :data:`MOVED` names, read from their modules."""
+  if name in MOVED:
+    return getattr(sys.modules[MOVED[name]], name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,11 +31,11 @@ import numpy as np
 from flax import nnx
 
 from arc_jax import interval as iv
-from arc_jax.certify.api import (MAX_GRID_SLOTS, Certificate, CertifyResult,
-                                 certificate_from_features, certification_order, certify_batches,
+from arc_jax.certify.api import (MAX_GRID_SLOTS, Certificate, CertifyResult, certify_batches,
                                  certify_jit, certify_model, check_grid, check_sentences,
                                  check_state, check_vocab, padded_labels)
 from arc_jax.certify.lstm_dp import replacement_gates
+from arc_jax.certify.sequence import certificate_from_features, certification_order
 from arc_jax.domain import Domain
 from arc_jax.nn import recurrent
 from arc_jax.nn.models import LSTMClassifier
@@ -146,7 +146,7 @@ def certify_split(model: LSTMClassifier, split: SplitSpace, sentences: Sequence[
   certifying S_abs, restricted to each member's free windows, on every member x' of S_aug(x).
 
   The members are enumerated (:meth:`SplitSpace.members`, x itself first), ordered by padded
-  width and reachable grid (:func:`~arc_jax.certify.api.certification_order`) and certified in
+  width and reachable grid (:func:`~arc_jax.certify.sequence.certification_order`) and certified in
   jitted batches of ``batch_size`` rows, on at most ``max_dp_shapes`` (width, grid) shapes fitted
   to all the members as :func:`~arc_jax.certify.certify` fits them to sentences (0: every
   length bucket and exact grid): members of different lengths and examples share compiled
@@ -167,9 +167,9 @@ def certify_split(model: LSTMClassifier, split: SplitSpace, sentences: Sequence[
     abstraction: how S_abs|x' is certified, a key of :data:`ABSTRACTIONS`: ``"dp"`` (ARC-A3T,
       the ARC DP) or ``"interval"`` (A3T's intervals, 1→1 transformations only).
     batch_size, eps, max_grid_slots, domain, max_dp_shapes: as for
-      :func:`~arc_jax.certify.api.certify_sentences`, for the members' rows; the grid is S_abs's
-      (not checked for ``"interval"``, which keeps none) and the interval abstraction has rules
-      for the interval domains only.
+      :func:`~arc_jax.certify.sequence.certify_sentences`, for the members' rows; the grid is
+      S_abs's (not checked for ``"interval"``, which keeps none) and the interval abstraction has
+      rules for the interval domains only.
 
   Returns:
     A :class:`~arc_jax.certify.certificate.CertifyResult` in the input order: ``certified``
@@ -180,7 +180,7 @@ def certify_split(model: LSTMClassifier, split: SplitSpace, sentences: Sequence[
     ValueError: (one line, naming the fix) a model that is not a (Bi-)LSTM, a split that is not
       a split space, an unknown abstraction, the linear-step domain with the interval
       abstraction, a transformation that is not 1→1 abstracted by intervals, and the errors of
-      :func:`~arc_jax.certify.api.certify_sentences` (sentences, labels, grid, parameters,
+      :func:`~arc_jax.certify.sequence.certify_sentences` (sentences, labels, grid, parameters,
       vocabulary).
   """
   if not isinstance(model, LSTMClassifier):
