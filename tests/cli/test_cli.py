@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli_runs import EVALUATE, REPO, TINY, TRAIN, lines, run, tensorboard_scalars
 from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401  (fixtures)
 
 import ml_collections
@@ -24,28 +24,13 @@ import ml_collections
 from arc_jax.train import ConfigError, default_config, validate
 from arc_jax.train.config import FIELD_HELP, registered_blocks, run_name
 
-REPO = Path(__file__).resolve().parents[2]
-TRAIN, EVALUATE = str(REPO / "experiments" / "train.py"), str(REPO / "experiments" / "evaluate.py")
 METHOD_PLUGIN = "tests.helpers.method_plugin"
-# Normal training of a tiny LSTM, one example per step, for a long time.
-TINY = ["--config=normal.py", "--config.hidden=4", "--config.lstm.projection=4",
-        "--config.lstm.head_hidden=4", "--config.batch_size=1", "--config.eval_batch_size=1",
-        "--config.log_every=1", "--config.num_epochs=1000"]
 
 
 @pytest.fixture
 def env(data_root, cache_dir):  # noqa: F811
   return dict(os.environ, ARC_DATA_DIR=str(data_root), ARC_CACHE_DIR=str(cache_dir),
               PYTHONPATH=str(REPO))
-
-
-def run(args, env, cwd, timeout=300):
-  return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
-                        cwd=cwd, timeout=timeout, check=False)
-
-
-def lines(stderr: str) -> list[str]:
-  return [line for line in stderr.replace("\r", "\n").splitlines() if line.strip()]
 
 
 def wait_for_steps(runs: Path, count: int, process, timeout=300) -> Path:
@@ -59,22 +44,6 @@ def wait_for_steps(runs: Path, count: int, process, timeout=300) -> Path:
     time.sleep(0.2)
   process.kill()
   raise AssertionError(f"no {count} metrics lines in {timeout} s")
-
-
-def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
-  """tag → [(step, value)] of the event files in ``folder`` (TFRecord framing: length, its CRC,
-  the Event proto, its CRC)."""
-  from tensorboardX.proto import event_pb2
-  out = {}
-  for path in sorted(folder.glob("events.out.tfevents.*")):
-    data, i = path.read_bytes(), 0
-    while i < len(data):
-      (length,) = struct.unpack("<Q", data[i:i + 8])
-      event = event_pb2.Event.FromString(data[i + 12:i + 12 + length])
-      i += 16 + length
-      for value in event.summary.value:
-        out.setdefault(value.tag, []).append((event.step, value.simple_value))
-  return out
 
 
 def test_a_signal_saves_a_checkpoint_and_prints_the_resume_command(tmp_path, env, data_root):  # noqa: F811

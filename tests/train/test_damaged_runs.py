@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli_runs import EVALUATE, REPO, TINY, TRAIN, lines, run, tensorboard_scalars
 from tests.helpers.fake_data_root import cache_dir, data_root  # noqa: F401  (fixtures)
-from tests.cli.test_cli import EVALUATE, REPO, TINY, TRAIN, lines, run, tensorboard_scalars
 
 # Two epochs of 5 steps, a checkpoint every 2 steps (and at the end of each epoch).
 SHORT = [a for a in TINY if not a.startswith("--config.num_epochs")] + [
