@@ -4,7 +4,8 @@
   optionally saturated gates), sentences, and spaces mixing Del, Ins, Sub with a random user
   transformation; the oracle enumerates every member and runs the model's own forward pass;
   every logit and logit difference must lie inside the certificate, strictly (no tolerance).
-  The same cases as ``tests/test_float_soundness.py``, whose helpers this module uses.
+  The same cases as ``tests/certify/test_float_soundness.py``, from their helpers
+  (``tests/helpers/float_soundness.py``).
 * One step: the relaxed step's boxes contain the concrete float step at many points of random
   input boxes (corners included), are never looser than the interval step's (they are its
   intersection with the relaxation's), and are tighter on a case with correlated gates.
@@ -27,8 +28,8 @@ from arc_jax.linear_step import LINEAR_STEP, LinearStepDomain, _line
 from arc_jax.nn import LSTMClassifier
 from arc_jax.nn.cells import LSTMCell
 from arc_jax.perturbation import PlanBuilder, parse_space
-from tests.certify.test_float_soundness import (SEQUENCE_FAMILIES, SHAPES, VOCAB, check_sequence,
-                                  random_model, random_sentence, random_space)
+from tests.helpers.float_soundness import (SEQUENCE_FAMILIES, SHAPES, VOCAB, check_sequence,
+                                           random_model, random_sentence, random_space)
 
 
 @pytest.fixture(autouse=True, scope="module")
