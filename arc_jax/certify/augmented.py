@@ -22,6 +22,7 @@ Two abstractions of S_abs|x':
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Mapping, Sequence
 
 import chex
@@ -100,11 +101,23 @@ def interval_features(model: LSTMClassifier, space: Space | Signature, plan: Pla
   return model.pool(runs, plan.lengths, domain), model.features(plan.token_ids, plan.lengths)
 
 
-def certify_intervals(model: LSTMClassifier, space: Space | Signature, plan: Plan,
-                      labels: jax.Array, eps: jax.Array | float = 1.0,
-                      dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND
-                      ) -> Certificate:
-  """:func:`arc_jax.certify.certify_model` with A3T's interval abstraction instead of the DP."""
+@functools.singledispatch
+def certify_intervals(model, space: Space | Signature, plan: Plan, labels: jax.Array,
+                      eps: jax.Array | float = 1.0, dropout_key: jax.Array | None = None,
+                      domain: Domain = iv.SOUND) -> Certificate:
+  """:func:`arc_jax.certify.certify_model` with A3T's interval abstraction instead of the DP,
+  dispatched on the model's type: a model kind registers its rule with
+  ``certify_intervals.register(ModelClass, rule)`` (the CNN's: ``train/families/cnn.py``)."""
+  raise TypeError(f"A3T's interval abstraction has no rule for {type(model).__name__}; register "
+                  "one with arc_jax.certify.augmented.certify_intervals.register.")
+
+
+@certify_intervals.register
+def _lstm_intervals(model: LSTMClassifier, space: Space | Signature, plan: Plan,
+                    labels: jax.Array, eps: jax.Array | float = 1.0,
+                    dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND
+                    ) -> Certificate:
+  """The LSTM's: the hull of each position's 1→1 rewrites run through the cells."""
   chex.assert_rank(plan.token_ids, 2)
   chex.assert_shape(labels, (plan.token_ids.shape[0],))
   eps = jnp.asarray(eps, model.embeddings[...].dtype)

@@ -54,6 +54,7 @@ from arc_jax.perturbation.spaces import Signature
 from arc_jax.perturbation.split import Member, member_from_picks, split_space
 from arc_jax.settings import Setting, Settings
 from arc_jax.train import losses, steps
+from arc_jax.train.families import FAMILIES, sequence
 from arc_jax.train.families.sequence import make_predict_fn
 
 if TYPE_CHECKING:
@@ -196,9 +197,10 @@ interval_objective = _objective_factory("interval")
 
 
 def _check(config: ml_collections.ConfigDict, intervals: bool) -> None:
-  if config.model != "lstm":
-    raise ValueError(f"trains LSTMs and Bi-LSTMs only (config.model='lstm'), not "
-                     f"{config.model!r}.")
+  sequences = sorted(name for name, f in FAMILIES.items() if f.lowering is sequence.LOWERING)
+  if config.model not in sequences:  # its members are sentences, and sentence plans
+    raise ValueError(f"trains models of token sequences only (config.model one of "
+                     f"{sequences}), not {config.model!r}.")
   if config.robust_loss != "worst_case":
     raise ValueError("needs config.robust_loss='worst_case' (the maximum over members is per "
                      "example).")

@@ -23,9 +23,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cnn_config(method: str):
   c = default_config()
-  if "cnn" not in c:  # until the config adds every registered family's block
-    with c.unlocked():
-      c.cnn = SETTINGS.defaults()
   c.model, c.method = "cnn", method
   c.name = f"{method}_cnn_test"
   c.cnn.filters, c.cnn.kernel_width = 4, 2
@@ -41,7 +38,7 @@ def test_the_family_is_registered_with_its_settings():
   assert FAMILIES["cnn"] is CNN
   assert CNN.settings is SETTINGS and SETTINGS.name == "cnn"
   assert SETTINGS.defaults().to_dict() == {"filters": 100, "kernel_width": 5}
-  assert set(CNN.unsupported_methods) == {"a3t", "arc_a3t"}
+  assert not CNN.unsupported_methods
 
 
 def test_arc_trains_a_cnn_that_reloads_and_evaluates(tmp_path, monkeypatch):
@@ -101,3 +98,18 @@ def test_a3t_cnn_config_refuses_other_rows():
   from arc_jax.train.config import ConfigError
   with pytest.raises(ConfigError, match="del2sub2"):
     _a3t_cnn().get_config("del2ins2")
+
+
+@pytest.mark.parametrize("method, abstracted", [("a3t", "Sub"), ("arc_a3t", "Del")])
+def test_a3t_and_arc_a3t_train_the_cnn(tmp_path, monkeypatch, method, abstracted):
+  """A3T abstracts Sub with the CNN's per-position hulls (its registered interval abstraction),
+  ARC-A3T abstracts Del with the CNN's certificate (its certify_model); both train on member
+  batches of the sequence family."""
+  use_random_sst2(tmp_path, monkeypatch)
+  c = cnn_config(method)
+  c.augmented.abstracted, c.augmented.augment_members = abstracted, 1
+  c.augmented.augment_search = "hotflip" if method == "a3t" else "enumerate"
+  c.lambda_start = c.lambda_max = 0.5
+  summary = train_and_evaluate(c, tmp_path / "run")
+  assert summary["status"] == "completed" and summary["steps"] == 2
+  assert 0 <= summary["test"]["certified"] <= summary["test"]["correct"]

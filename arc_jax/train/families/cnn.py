@@ -6,8 +6,9 @@ The CNN reads the sequence family's batches, so everything but the model and its
 HotFlip (training and HF), enumeration (EX). Its certificate is the interval bound of
 :func:`arc_jax.nn.cnn.cnn_feature_bounds`: A3T's per-position hulls for Sub-only spaces, and a
 coarser sound bound that joins shifted positions for spaces that delete or insert words; it is
-also the CNN's :func:`arc_jax.certify.certify_model` (registered here), so ARC-A3T's DP
-abstraction certifies CNNs with it.
+also the CNN's :func:`arc_jax.certify.certify_model` and its A3T interval abstraction
+(:func:`arc_jax.certify.augmented.certify_intervals`; per-position hulls), both registered here,
+so ARC-A3T and A3T train CNNs with it.
 
 Its settings block is ``config.cnn`` (:data:`SETTINGS`).
 """
@@ -27,6 +28,7 @@ from arc_jax.certify import Certificate, certify_jit, certify_model
 from arc_jax.certify import certify as certify_examples
 from arc_jax.certify.api import (certify_batches, check_inputs, check_sentences,
                                  padded_labels)
+from arc_jax.certify.augmented import certify_intervals, check_interval_space
 from arc_jax.certify.certificate import CertifyResult, certified_by
 from arc_jax.data import Batch, ExperimentData
 from arc_jax.domain import Domain
@@ -45,13 +47,8 @@ SETTINGS = Settings("cnn", {
 """The CNN family's settings (``config.cnn``)."""
 
 
-def settings_of(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """``config.cnn``, or the block's defaults for a config made before the block existed."""
-  return config.cnn if "cnn" in config else SETTINGS.defaults()
-
-
 def make_model(config: ml_collections.ConfigDict, data: ExperimentData) -> CNNClassifier:
-  c = settings_of(config)
+  c = config.cnn
   return CNNClassifier(data.embeddings, filters=c.filters, kernel_width=c.kernel_width,
                        num_classes=2, dropout_rate=config.dropout_rate,
                        rngs=nnx.Rngs(config.seed))
@@ -67,6 +64,18 @@ def certify_cnn(model: CNNClassifier, space: Space | Signature, plan: Plan, labe
 
 
 certify_model.register(CNNClassifier, certify_cnn)
+
+
+@certify_intervals.register
+def interval_abstraction(model: CNNClassifier, space: Space | Signature, plan: Plan,
+                         labels: jax.Array, eps: jax.Array | float = 1.0,
+                         dropout_key: jax.Array | None = None, domain: Domain = iv.SOUND
+                         ) -> Certificate:
+  """A3T's interval abstraction of a 1→1 (Sub-only) space for the CNN
+  (:func:`arc_jax.certify.augmented.certify_intervals`): its bound, which for such a space is the
+  per-position hull of each word and its replacements, as A3T's."""
+  check_interval_space(space)
+  return certify_cnn(model, space, plan, labels, eps, dropout_key, domain)
 
 
 @certify_examples.register
@@ -110,21 +119,11 @@ def certify(model: CNNClassifier, signature: Signature, batch: Batch, eps, dropo
   return certify_cnn(model, signature, batch.plan, batch.labels, eps, dropout_key, domain)
 
 
-UNSUPPORTED = ("a3t", "arc_a3t")
-"""Methods the CNN cannot train with yet: :mod:`arc_jax.train.augmented` admits
-``config.model="lstm"`` only (its ``_check``), and its ``"interval"`` abstraction
-(:func:`arc_jax.certify.augmented.certify_intervals`) is the LSTM's. For the CNN, A3T's interval
-abstraction of a Sub-only S_abs on a member's plan is :func:`certify_cnn` itself (D = I = 0: the
-per-position hulls), and ARC-A3T's ``"dp"`` abstraction already dispatches to it
-(:func:`arc_jax.certify.certify_model`); with those two hooks both run unchanged on CNN
-batches."""
-
-
 CNN = ModelFamily(
     name="cnn", datasets=("sst2",), robust_losses=("worst_case", "max_of_means"),
     lowering=sequence.LOWERING,
     model=ModelFunctions(make_model=make_model, forward=sequence.forward, certify=certify,
                          targets=sequence.targets, rows=sequence.rows,
                          take_rows=sequence.take_rows),
-    searches=sequence.SEARCHES, unsupported_methods=UNSUPPORTED, settings=SETTINGS)
+    searches=sequence.SEARCHES, settings=SETTINGS)
 """A3T's CNN on SST-2 sentences (``config.model = "cnn"``)."""
