@@ -240,7 +240,8 @@ def certify_batches(order: np.ndarray, batch_size: int, lower: Callable[[np.ndar
   and :func:`~arc_jax.certify.augmented.certify_split`.
 
   Args:
-    order: int (n,), the rows in the order they are batched (e.g. :func:`certification_order`).
+    order: int (n,), the rows in the order they are batched (e.g.
+      :func:`~arc_jax.certify.sequence.certification_order`).
     batch_size: rows per batch; the last batch is padded, its padding rows dropped.
     lower: ``lower(idx)`` → the arguments of ``certify_batch`` for the rows ``idx`` (int, at
       most ``batch_size``), built on the host in the calling thread.
