@@ -1,7 +1,5 @@
 """Issue 12: the escapes it reported stay fixed, and the certify API checks its inputs."""
 
-import re
-
 import chex
 import jax
 import jax.numpy as jnp
@@ -19,6 +17,7 @@ from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, custom, on_reachable_grid, parse_space
 from arc_jax.perturbation.split import split_space
 from arc_jax.perturbation.trees import tree_space
+from tests.helpers.certify_api import CERTIFY_MODEL, one_line, trace_at_most
 
 WORDS = ("<pad>", "a", "the", "good", "bad", "movie")
 VOCAB = {w: i for i, w in enumerate(WORDS)}
@@ -64,10 +63,6 @@ def small_model(**kw):
   rng = np.random.default_rng(0)
   return LSTMClassifier(rng.normal(size=(len(WORDS), 4)), hidden=3, projection=3, head_hidden=3,
                         rngs=nnx.Rngs(0), **kw)
-
-
-def one_line(pattern):
-  return pytest.raises(ValueError, match=re.compile(f"^(?!.*\\n).*{pattern}"))
 
 
 @pytest.mark.parametrize("sentences,labels,pattern", [
@@ -119,21 +114,6 @@ def test_certify_trees_in_one_call_refuses_bad_trees():
   assert out["certified"].shape == (2,) and out["margins"].shape == (2, 2)
   assert np.all(out["logits_lo"] <= out["clean_logits"])
   assert np.all(out["clean_logits"] <= out["logits_hi"])
-
-
-CERTIFY_MODEL = api.certify_model
-
-
-def trace_at_most(monkeypatch, n):
-  """Lets the library's own ``certify_jit`` trace its program at most ``n`` more times.
-
-  ``certify_jit`` jits ``_certify_state``, which calls ``api.certify_model`` once per trace:
-  wrapped in ``chex.assert_max_traces``, a trace beyond ``n`` raises. JAX's caches are cleared
-  first, so programs compiled by earlier tests do not hide this test's traces.
-  """
-  jax.clear_caches()
-  chex.clear_trace_counter()
-  monkeypatch.setattr(api, "certify_model", chex.assert_max_traces(CERTIFY_MODEL, n=n))
 
 
 def test_certify_reuses_its_compilation_across_calls(monkeypatch):
