@@ -18,8 +18,8 @@ import pytest
 from flax import nnx
 from tests.helpers.experiment_scripts import load_script
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
-from tests.certify.test_certify import (KINDS, S_REVIEW, SWAP, TOL, VOCAB, assert_sound, make_model,
-                          sentence_st, spaces)
+from tests.helpers.lstm_models import (KINDS, S_REVIEW, SWAP, TOL, VOCAB, assert_sound, make_model,
+                                       sentence_st, spaces)
 
 from arc_jax import interval as iv
 from arc_jax.certify import make_certify_fn

@@ -18,8 +18,8 @@ from arc_jax.certify import CertifyResult, certify, certify_split
 from arc_jax.linear_step import LINEAR_STEP
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.perturbation.split import split_space
-from tests.certify.test_certify import VOCAB, concrete_logits, make_model
-from tests.certify.test_certify_inputs import one_line, trace_at_most
+from tests.helpers.certify_api import one_line, trace_at_most
+from tests.helpers.lstm_models import VOCAB, concrete_logits, make_model
 
 TOL = 1e-9
 

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-import tests.certify.test_certify as tc
 from arc_jax.certify import certify, certify_model
 from arc_jax.certify.augmented import (certify_intervals, certify_split, check_interval_space,
                                        member_plan, worst_margins)
@@ -23,6 +22,7 @@ from arc_jax.data import Batch
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.perturbation.split import Member, split_space
 from arc_jax.train.augmented import augmented_objective
+from tests.helpers import lstm_models as lm
 from tests.helpers.reference_spaces import lexicons, sentences
 
 
@@ -79,31 +79,31 @@ def _assert_members_sound(model, split, x, certify_fn, slots=4):
   """Every string of S(x) has margins ≥ the worst member margins; each member's strings lie in
   its own logit box."""
   members = split.members(x)
-  abstract = split.abstract.restricted_to(tc.VOCAB)
-  builder = PlanBuilder(abstract, tc.VOCAB, min_replacement_slots=slots)
+  abstract = split.abstract.restricted_to(lm.VOCAB)
+  builder = PlanBuilder(abstract, lm.VOCAB, min_replacement_slots=slots)
   rows = 64  # one batch shape per signature and length bucket: fewer compilations
   plan = member_plan(builder, members, rows)
   labels = jnp.zeros((rows,), jnp.int32)
   cert = certify_fn(model, abstract.signature, plan, labels)
   for b, m in enumerate(members):
     strings = list(split.abstract_strings(m))
-    logits = tc.concrete_logits(model, strings)
+    logits = lm.concrete_logits(model, strings)
     lo, hi = np.asarray(cert.logits.lo[b]), np.asarray(cert.logits.hi[b])
-    assert np.all(lo - tc.TOL <= logits) and np.all(logits <= hi + tc.TOL), (m, split)
+    assert np.all(lo - lm.TOL <= logits) and np.all(logits <= hi + lm.TOL), (m, split)
   worst = np.asarray(worst_margins(cert.margins[:len(members)], len(members)))[0]
   everything = list(split.space.enumerate(x))
-  logits = tc.concrete_logits(model, everything)
-  assert np.all(worst <= logits[:, :1] - logits + tc.TOL), f"unsound for {x} under {split}"
+  logits = lm.concrete_logits(model, everything)
+  assert np.all(worst <= logits[:, :1] - logits + lm.TOL), f"unsound for {x} under {split}"
   return len(everything)
 
 
 @pytest.mark.parametrize("bidirectional", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["lstm", "bilstm"])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), weight_scale=st.sampled_from([1.0, 4.0]),
-       split=splits(tc.spaces()), x=tc.sentence_st)
+       split=splits(lm.spaces()), x=lm.sentence_st)
 def test_dp_on_members_is_sound(bidirectional, seed, weight_scale, split, x):
   assume(split.space.count(x) <= 800 and len(split.members(x)) <= 64)
-  model = tc.make_model(seed, 4, weight_scale, bidirectional)
+  model = lm.make_model(seed, 4, weight_scale, bidirectional)
   _assert_members_sound(model, split, x, certify_model)
 
 
@@ -112,7 +112,7 @@ def sub_splits(draw):
   """Spaces with Sub abstracted and Del / Ins / Trans4 augmented (A3T's setting)."""
   others = draw(st.lists(st.sampled_from(["Del", "Ins", "Trans4"]), max_size=2, unique=True))
   spec = "[" + ",".join(f"({k},{draw(st.integers(1, 2))})" for k in others + ["Sub"]) + "]"
-  pool = tc.WORDS[1:]
+  pool = lm.WORDS[1:]
   synonyms = {w: draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3))
               for w in draw(st.lists(st.sampled_from(pool), max_size=8))}
   return split_space(parse_space(spec, synonyms=synonyms), "Sub")
@@ -121,22 +121,22 @@ def sub_splits(draw):
 @pytest.mark.parametrize("pooling", ["final", "attention", pytest.param("mean", marks=pytest.mark.slow)])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), weight_scale=st.sampled_from([1.0, 4.0]),
-       bidirectional=st.booleans(), split=sub_splits(), x=tc.sentence_st)
+       bidirectional=st.booleans(), split=sub_splits(), x=lm.sentence_st)
 def test_intervals_on_members_are_sound(pooling, seed, weight_scale, bidirectional, split, x):
   assume(split.space.count(x) <= 800 and len(split.members(x)) <= 64)
-  model = tc.make_model(seed, 4, weight_scale, bidirectional, pooling=pooling)
+  model = lm.make_model(seed, 4, weight_scale, bidirectional, pooling=pooling)
   _assert_members_sound(model, split, x, certify_intervals)
 
 
 def test_intervals_contain_the_dp_and_refuse_other_shapes():
   """The interval box of (Sub,δ) contains the DP's (it drops the budget) at ε = 1."""
   space = parse_space("[(Sub,1)]", synonyms={"good": ["best", "x"], "movie": ["film"]})
-  model = tc.make_model(7, 4, 3.0, True)
-  plan = PlanBuilder(space, tc.VOCAB).build([("good", "movie", "good")], 1)
+  model = lm.make_model(7, 4, 3.0, True)
+  plan = PlanBuilder(space, lm.VOCAB).build([("good", "movie", "good")], 1)
   labels = jnp.zeros((1,), jnp.int32)
   dp, box = certify_model(model, space, plan, labels), certify_intervals(model, space, plan, labels)
-  assert np.all(box.logits.lo <= dp.logits.lo + tc.TOL)
-  assert np.all(dp.logits.hi <= box.logits.hi + tc.TOL)
+  assert np.all(box.logits.lo <= dp.logits.lo + lm.TOL)
+  assert np.all(dp.logits.hi <= box.logits.hi + lm.TOL)
   np.testing.assert_allclose(box.clean_logits, dp.clean_logits, atol=1e-9)
   with pytest.raises(ValueError, match="1→1"):
     check_interval_space(parse_space("[(Del,1)]"))
@@ -147,20 +147,20 @@ def test_certify_split_proves_robustness_on_all_of_the_space():
   everything abstracted it is ARC's certificate; its margins and logit box bound every
   string's."""
   space = parse_space("[(Del,1),(Ins,1),(Sub,1)]", synonyms={"good": ["best"], "movie": ["film"]})
-  model = tc.make_model(11, 4, 0.5, False)
+  model = lm.make_model(11, 4, 0.5, False)
   sentences = [("the", "good", "movie"), ("a", "film", "is", "good"), ("x",)]
-  labels = [int(np.argmax(tc.concrete_logits(model, [s])[0])) for s in sentences]
+  labels = [int(np.argmax(lm.concrete_logits(model, [s])[0])) for s in sentences]
   for abstracted in ("Del", "Ins", "Sub", "Del,Ins,Sub"):
-    out = certify_split(model, split_space(space, abstracted), sentences, labels, tc.VOCAB,
+    out = certify_split(model, split_space(space, abstracted), sentences, labels, lm.VOCAB,
                         batch_size=8)
     for b, x in enumerate(sentences):
-      logits = tc.concrete_logits(model, list(space.enumerate(x)))
+      logits = lm.concrete_logits(model, list(space.enumerate(x)))
       margins = logits[:, labels[b]:labels[b] + 1] - logits
-      assert np.all(out.margins[b] <= margins + tc.TOL)
-      assert np.all(out.logits_lo[b] - tc.TOL <= logits)
-      assert np.all(logits <= out.logits_hi[b] + tc.TOL)
+      assert np.all(out.margins[b] <= margins + lm.TOL)
+      assert np.all(out.logits_lo[b] - lm.TOL <= logits)
+      assert np.all(logits <= out.logits_hi[b] + lm.TOL)
       assert out.members[b] == len(split_space(space, abstracted).members(x))
-  whole = certify(model, space, sentences, labels, tc.VOCAB, batch_size=8)
+  whole = certify(model, space, sentences, labels, lm.VOCAB, batch_size=8)
   np.testing.assert_allclose(out["margins"], whole["margins"], atol=1e-9)
   np.testing.assert_array_equal(out["certified"], whole["certified"])
 
@@ -172,10 +172,10 @@ def test_intervals_pool_attention_by_attention_regression():
   space = parse_space("[(Sub,1)]", synonyms={"good": ["best"]})
   x = ("the", "good", "movie", "is", "good")
   for seed in range(12):
-    model = tc.make_model(seed, 4, 3.0, False, pooling="attention")
-    logits = tc.concrete_logits(model, list(space.enumerate(x)))
+    model = lm.make_model(seed, 4, 3.0, False, pooling="attention")
+    logits = lm.concrete_logits(model, list(space.enumerate(x)))
     label = int(np.argmax(logits[0]))
-    out = certify_split(model, split_space(space, "Sub"), [x], [label], tc.VOCAB,
+    out = certify_split(model, split_space(space, "Sub"), [x], [label], lm.VOCAB,
                         abstraction="interval", batch_size=8)
     least = np.min(logits[:, label:label + 1] - logits, axis=0)
     assert np.all(out["margins"][0] <= least), f"seed {seed}: {out['margins'][0]} > {least}"
@@ -193,17 +193,17 @@ def test_training_surrogate_bounds_the_loss_of_every_string(abstraction, pooling
   x = ("the", "good", "movie", "is", "good")
   members = split.members(x)
   slots = len(members)
-  builder = PlanBuilder(split.abstract.restricted_to(tc.VOCAB), tc.VOCAB)
+  builder = PlanBuilder(split.abstract.restricted_to(lm.VOCAB), lm.VOCAB)
   plan = member_plan(builder, members, slots)
   objective = augmented_objective(split.abstract.signature, slots, abstraction,
                                   lambda step: 1.0, lambda step: 1.0)
   strings = list(space.enumerate(x))
   for seed in range(12):
-    model = tc.make_model(seed, 4, 3.0, bidirectional, pooling=pooling)
-    logits = tc.concrete_logits(model, strings)
+    model = lm.make_model(seed, 4, 3.0, bidirectional, pooling=pooling)
+    logits = lm.concrete_logits(model, strings)
     label = int(np.argmax(logits[0]))
     batch = Batch(plan.token_ids, plan.lengths, np.full((slots,), label, np.int32),
                   np.ones(slots, np.float32), np.zeros(slots, np.int32), plan)
     loss, _ = objective(model, batch, None, 0)
     worst = np.max(-jax.nn.log_softmax(logits)[:, label])
-    assert float(loss) >= worst - tc.TOL, f"seed {seed}: {float(loss)} < {worst}"
+    assert float(loss) >= worst - lm.TOL, f"seed {seed}: {float(loss)} < {worst}"

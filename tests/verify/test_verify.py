@@ -30,8 +30,8 @@ from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.verify import WINDOW_RULES, verify
 from arc_jax.verify import subspaces as sub
-from tests.certify.test_certify import SWAP, VOCAB, certify_batch, concrete_logits, make_model
-from tests.certify.test_certify_inputs import one_line
+from tests.helpers.certify_api import one_line
+from tests.helpers.lstm_models import SWAP, VOCAB, certify_batch, concrete_logits, make_model
 
 
 @pytest.fixture(autouse=True, scope="module")
