@@ -93,7 +93,8 @@ def train_errors(tmp_path, root):
   return {
       "missing config": ([TRAIN, "--config=experiments/configs/nope.py"], {},
                          r"error: Config file experiments/configs/nope\.py not found; pass a path "
-                         r".* or a shipped config: a3t\.py, arc\.py, arc_a3t\.py, attention\.py"),
+                         r".* or a shipped config: a3t\.py, a3t_cnn\.py, arc\.py, arc_a3t\.py, "
+                         r"attention\.py"),
       "unknown field": ([TRAIN, "--config.batchsize=3"], {},
                         r"error: config field 'batchsize' does not exist; did you mean "
                         r"'batch_size'"),
