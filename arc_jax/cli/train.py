@@ -139,9 +139,10 @@ def _resolve(config: ml_collections.ConfigDict, field: str) -> str:
     print(f"warning: {OVERRIDE}{field} is now {OVERRIDE}{new} (the old spelling is accepted "
           "until the next release).", file=sys.stderr)
     return new
-  if field in _field_names(config):
+  names = _field_names(config)
+  if field in names:
     return field
-  close = difflib.get_close_matches(field, _field_names(config), n=3)
+  close = difflib.get_close_matches(field, names, n=3)
   hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
   raise ConfigError(f"config field {field!r} does not exist{hint} (--help lists the fields)")
 

@@ -23,6 +23,7 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
+from arc_jax import domains
 from arc_jax import interval as iv
 from arc_jax.certify import Certificate, certify_jit, certify_model
 from arc_jax.certify import certify as certify_examples
@@ -92,9 +93,7 @@ def certify_sentences(model: CNNClassifier, space: Space, sentences: Sequence[Se
       domain other than the interval domains.
   """
   del max_grid_slots
-  if isinstance(domain, str):
-    from arc_jax import domains
-    domain = domains.resolve(domain)
+  domain = domains.resolve(domain)
   check_inputs(model, space, vocab)
   labels = check_sentences(sentences, labels, model.num_classes)
   space = space.restricted_to(vocab)
