@@ -110,22 +110,34 @@ def count(space: Space, node: SubSpace) -> int:
 
 
 def choices(space: Space, node: SubSpace) -> Iterator[tuple[Pick, ...]]:
-  """Every application choice of ``node``, as a tuple of picks in window order (testing aid)."""
-  n = len(node.keep)
+  """Every application choice of ``node``, as a tuple of picks in window order.
 
-  def walk(i, budget, picks):
+  A depth-first walk with an explicit stack (nested generators would pass every choice up
+  through one frame per position) that steps over each run of positions where keeping the token
+  is the only option in one move.
+  """
+  n = len(node.keep)
+  ts = space.transformations
+  # next_option[i]: the first position j >= i where a transformation may start or the token
+  # may not be kept (n at the end).
+  next_option = [n] * (n + 1)
+  for i in range(n - 1, -1, -1):
+    optional = node.keep[i] and not any(node.allowed[i][k] and i + t.s <= n
+                                        for k, t in enumerate(ts))
+    next_option[i] = next_option[i + 1] if optional else i
+  stack = [(0, tuple(space.budgets), ())]
+  while stack:
+    i, budget, picks = stack.pop()
+    i = next_option[i]
     if i == n:
       yield picks
-      return
-    if node.keep[i]:
-      yield from walk(i + 1, budget, picks)
-    for k, t in enumerate(space.transformations):
+      continue
+    children = [(i + 1, budget, picks)] if node.keep[i] else []
+    for k, t in enumerate(ts):
       if budget[k] and i + t.s <= n:
         rest = budget[:k] + (budget[k] - 1,) + budget[k + 1:]
-        for r in node.allowed[i][k]:
-          yield from walk(i + t.s, rest, picks + ((i, k, r),))
-
-  yield from walk(0, tuple(space.budgets), ())
+        children += [(i + t.s, rest, picks + ((i, k, r),)) for r in node.allowed[i][k]]
+    stack += reversed(children)  # popped in the order of the recursive walk
 
 
 def write(tokens: Sequence[str], picks: Sequence[Pick], space: Space) -> Tokens:
@@ -148,35 +160,42 @@ def members(space: Space, tokens: Sequence[str], node: SubSpace) -> Iterator[Tok
       yield s
 
 
-def sample(space: Space, tokens: Sequence[str], node: SubSpace, rng: np.random.Generator
-           ) -> Tokens | None:
-  """A string of ``node`` drawn uniformly over its choices (None if the node is empty)."""
+def samples(space: Space, tokens: Sequence[str], node: SubSpace, rng: np.random.Generator,
+            count: int) -> list[Tokens]:
+  """``count`` strings of ``node`` drawn independently and uniformly over its choices (none if
+  the node is empty).
+
+  Each draw is one uniform index u in [0, |node|) decoded left to right through the counting
+  DP (:func:`_suffix_counts`, computed once): keep token i while u is below the choices that keep
+  it, else step over them to the block of the first T_k whose choices hold u, where u // (the
+  choices after the window) picks the replacement. The decoding is a bijection from indices to
+  choices, so the choice is uniform.
+  """
   ways, dec = _suffix_counts(space, node)
   index = {c: r for r, c in enumerate(dec)}
-  r, i, n = len(dec) - 1, 0, len(node.keep)
-  if ways[0][r] == 0:
-    return None
-  picks = []
-  while i < n:
-    u = _uniform_below(rng, ways[i][r])
-    keep = ways[i + 1][r] if node.keep[i] else 0
-    if u < keep:
-      i += 1
-      continue
-    u -= keep
-    for k, t in enumerate(space.transformations):
-      c = dec[r]
-      f = node.allowed[i][k]
-      if not f or not c[k] or i + t.s > n:
+  n, top = len(node.keep), len(dec) - 1
+  out = []
+  for _ in range(count if ways[0][top] else 0):
+    u, r, i, picks = _uniform_below(rng, ways[0][top]), top, 0, []
+    while i < n:
+      keep = ways[i + 1][r] if node.keep[i] else 0
+      if u < keep:
+        i += 1
         continue
-      below = index[c[:k] + (c[k] - 1,) + c[k + 1:]]
-      block = len(f) * ways[i + t.s][below]
-      if u < block:
-        picks.append((i, k, f[u // ways[i + t.s][below]]))
-        i, r = i + t.s, below
-        break
-      u -= block
-  return write(tokens, picks, space)
+      u -= keep
+      for k, t in enumerate(space.transformations):
+        f, c = node.allowed[i][k], dec[r]
+        if not f or not c[k] or i + t.s > n:
+          continue
+        below = index[c[:k] + (c[k] - 1,) + c[k + 1:]]
+        block = len(f) * ways[i + t.s][below]
+        if u < block:
+          picks.append((i, k, f[u // ways[i + t.s][below]]))
+          u, i, r = u % ways[i + t.s][below], i + t.s, below
+          break
+        u -= block
+    out.append(write(tokens, picks, space))
+  return out
 
 
 def splittable(space: Space, node: SubSpace) -> list[tuple[int, int]]:

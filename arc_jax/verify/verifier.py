@@ -13,17 +13,23 @@ y. Each example ends in one of three states:
 Pipeline (cheap answers first, each stage only sees the examples still open):
 
 1. x itself (a wrong clean prediction is a counterexample);
-2. the DP on S(x) (CF: certified examples are proved);
-3. S(x) with at most ``enumerate_below`` choices: every member classified, packed across
-   examples (EX);
-4. the HotFlip beam (:func:`arc_jax.attacks.hotflip_candidates`) and ``samples`` uniform members
-   (:func:`arc_jax.verify.subspaces.sample`) of S(x), classified concretely;
-5. branch and bound per example: a stack of open sub-spaces; nodes with at most
+2. S(x) with at most :data:`ENUMERATE_FIRST` choices: every member classified (cheaper than the
+   DP or an attack there);
+3. the DP on S(x) (certified examples are proved);
+4. ``samples`` uniform members (:func:`arc_jax.verify.subspaces.samples`), then the HotFlip beam
+   (:func:`arc_jax.attacks.hotflip_candidates`), classified concretely;
+5. S(x) with at most ``enumerate_below`` choices: every member classified;
+6. branch and bound per example: a stack of open sub-spaces; nodes with at most
    ``enumerate_below`` choices are enumerated, the others are certified ``batch_size`` at a time
    by one jitted DP call (the sub-spaces are rows of one plan,
    :func:`~arc_jax.verify.subspaces.lower`);
    each uncertified node is attacked with one random member and then split at a window chosen
    by ``window_rule``.
+
+Members are classified in packs across examples, as word-id strings, by prefix-shared logits
+(:mod:`arc_jax.nn.shared_prefixes`: one cell step per distinct prefix, 3.7 times fewer steps than
+one by one on the Normal LSTM's members of [(Del,2),(Sub,2)]) for final and mean pooling, with
+every near tie re-decided by :func:`~arc_jax.nn.predict`; by predict for attention pooling.
 
 Soundness: ``robust`` needs every leaf closed, and the leaves partition S(x)'s choices (the split
 is exact), so every string of S(x) is in a certified (DP soundness), enumerated or empty leaf.
@@ -38,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from flax import nnx
@@ -46,13 +52,14 @@ from flax import nnx
 from arc_jax.attacks.hotflip import hotflip_candidates
 from arc_jax import domains
 from arc_jax import interval as iv
-from arc_jax.certify.api import (MAX_GRID_SLOTS, CertifyResult, certification_order,
-                                 certify_batches, certify_jit, check_grid, check_inputs,
-                                 check_sentences, padded_labels)
+from arc_jax.certify.api import (MAX_GRID_SLOTS, CertifyResult, certify_jit, check_grid,
+                                 check_inputs, check_sentences)
 from arc_jax.certify.deprecated import deprecated
-from arc_jax.data.batching import make_batch
+from arc_jax.certify.sequence import certify_sentences
+from arc_jax.padding import bucket
 from arc_jax.domain import Domain
 from arc_jax.nn.models import LSTMClassifier, predict
+from arc_jax.nn.shared_prefixes import SHARED_POOLINGS, predict_shared
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation.plans import PlanBuilder
 from arc_jax.perturbation.spaces import Space, Tokens
@@ -70,6 +77,20 @@ comparison is in benchmarks/README.md; Bi-LSTMs and trained models were not comp
 """
 
 ROBUST, NOT_ROBUST, UNKNOWN = "robust", "not robust", "unknown"
+
+SHARED_PACK = 16384
+"""Strings per prefix-shared prediction call (the fastest of 4,096, 16,384 and 65,536 on the
+Normal LSTM's members of [(Del,2),(Sub,2)])."""
+
+ENUMERATE_FIRST = 512
+"""Spaces of at most this many choices are enumerated before the DP or an attack runs on them.
+On the Normal LSTM's first 200 SST-2 test sentences under [(Del,2),(Sub,2)] (median 77 choices)
+a DP row costs about 1.75 ms and the HotFlip beam about 9 ms per sentence, against about 0.02 ms
+per enumerated member (:mod:`arc_jax.nn.shared_prefixes`; random members share fewer prefixes
+and cost more each)."""
+
+TIE = 2.0 ** -12
+"""Prefix-shared logits closer than this (relative) to a tie are re-decided by predict."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,14 +132,19 @@ class VerifyResult:
   Attributes:
     verdicts: one :class:`Verdict` per example.
     seconds: the wall time of :func:`verify`.
-    certificates: the DP's certificates of every example on all of S(x) (the ``certified``
-      stage; what :func:`arc_jax.certify.certify` computes in the same domain), with
-      ``certified``, ``margins``, ``logits_lo``, ``logits_hi`` and ``clean_logits`` as there.
+    certificates: the DP's certificates of every example on all of S(x) (what
+      :func:`arc_jax.certify.certify` computes in the same domain), with ``certified``,
+      ``margins``, ``logits_lo``, ``logits_hi`` and ``clean_logits`` as there; computed on first
+      access, since verify runs the DP on S(x) only where enumerating costs more.
   """
 
   verdicts: tuple[Verdict, ...]
   seconds: float
-  certificates: CertifyResult
+  certify_all: Callable[[], CertifyResult] = dataclasses.field(repr=False, compare=False)
+
+  @functools.cached_property
+  def certificates(self) -> CertifyResult:
+    return self.certify_all()
 
   def flags(self, status: str) -> np.ndarray:
     """bool (n,): whether each example's status is ``status``."""
@@ -152,6 +178,8 @@ class _Model:
     self.space, self.vocab, self.rows, self.predict_rows = space, vocab, rows, predict_rows
     self.builder = PlanBuilder(space, vocab, min_replacement_slots=min_replacement_slots)
     self.domain = domain
+    self.shared = model.pooling in SHARED_POOLINGS
+    self.word_of = {i: w for w, i in vocab.items()}
 
   def certify(self, plan, labels: np.ndarray):
     """The DP's :class:`~arc_jax.certify.Certificate` of a plan's rows (on the whole grid, in
@@ -159,24 +187,57 @@ class _Model:
     return certify_jit(self.model_graphdef, self.space.signature, self.model_state, plan,
                        labels, domain=self.domain)
 
-  def certify_sentences(self, sentences: Sequence[Tokens], labels: np.ndarray) -> CertifyResult:
-    """The DP's certificates of S(x) of every sentence, ``rows`` sentences per call, grouped by
-    width (:func:`~arc_jax.certify.api.certification_order`)."""
-    lower = lambda idx: (self.builder.build([sentences[i] for i in idx], batch_size=self.rows),
-                         padded_labels(labels[idx], self.rows))
-    return certify_batches(certification_order(self.builder, sentences), self.rows, lower,
-                           self.certify)
+  def ids(self, tokens: Sequence[str]) -> tuple[int, ...]:
+    """The word ids of a token string."""
+    return tuple(self.vocab[w] for w in tokens)
 
-  def classify(self, strings: Sequence[Tokens]) -> np.ndarray:
-    """Predicted classes (len(strings),), in batches of ``predict_rows`` sorted by length."""
+  def id_node(self, node: sub.SubSpace) -> sub.SubSpace:
+    """``node`` with every replacement written in word ids (its members are id strings)."""
+    allowed = tuple(tuple(tuple(self.ids(r) for r in f) for f in row) for row in node.allowed)
+    return dataclasses.replace(node, allowed=allowed)
+
+  def words(self, ids: Sequence[int]) -> Tokens:
+    """The token string of word ids."""
+    return tuple(self.word_of[i] for i in ids)
+
+  def predict_classes(self, strings: Sequence[Sequence[int]]) -> np.ndarray:
+    """Classes (len(strings),) of id strings by :func:`~arc_jax.nn.predict`, in batches of
+    ``predict_rows`` sorted by length, each padded to a length bucket (as EX classifies)."""
     order = np.argsort([len(s) for s in strings], kind="stable")
     out = np.zeros(len(strings), np.int64)
     for start in range(0, len(order), self.predict_rows):
       idx = order[start:start + self.predict_rows]
-      batch = make_batch([strings[i] for i in idx], np.zeros(len(idx), np.int64),
-                         range(len(idx)), self.vocab, self.predict_rows)
-      logits = predict(self.model_graphdef, self.model_state, batch.token_ids, batch.lengths)
+      lengths = np.zeros(self.predict_rows, np.int32)
+      lengths[:len(idx)] = [len(strings[i]) for i in idx]
+      token_ids = np.zeros((self.predict_rows, bucket(max(int(lengths.max()), 1))), np.int32)
+      for row, i in zip(token_ids, idx):
+        row[:len(strings[i])] = strings[i]
+      logits = predict(self.model_graphdef, self.model_state, token_ids, lengths)
       out[idx] = np.argmax(np.asarray(logits)[:len(idx)], axis=-1)
+    return out
+
+  def classify(self, strings: Sequence[Sequence[int]]) -> np.ndarray:
+    """Classes (len(strings),) of id strings as :meth:`predict_classes` decides them.
+
+    Final and mean pooling: logits of at most ``SHARED_PACK`` strings at a time by
+    :func:`~arc_jax.nn.shared_prefixes.predict_shared` (one cell step per distinct prefix),
+    which differ from predict's by the rounding of how its matmuls batch rows (at most 7e-7 on
+    the Normal LSTM's 48,824 members of [(Del,2),(Sub,2)], logits up to 5.3); a string whose two
+    largest logits are within :data:`TIE` of each other (relative to 1 + the largest) is
+    re-decided by predict, so no decision rests on that rounding.
+    """
+    if not self.shared or not strings:
+      return self.predict_classes(strings)
+    ids = [np.asarray(s, np.int64) for s in strings]
+    size = -(-len(ids) // -(-len(ids) // SHARED_PACK))  # packs of near-equal size
+    packs = [predict_shared(self.model_graphdef, self.model_state, ids[start:start + size])
+             for start in range(0, len(ids), size)]  # all dispatched before any is read
+    logits = np.concatenate([np.asarray(p) for p in packs])
+    top = np.sort(logits, axis=-1)[:, -2:]
+    out = np.argmax(logits, axis=-1)
+    near = np.flatnonzero(top[:, 1] - top[:, 0] <= TIE * (1 + np.abs(top[:, 1])))
+    if len(near):
+      out[near] = self.predict_classes([strings[i] for i in near])
     return out
 
   def certify_nodes(self, tokens: Tokens, label: int, nodes: Sequence[sub.SubSpace]
@@ -232,7 +293,7 @@ def _search(model: _Model, tokens: Tokens, label: int, rng: np.random.Generator,
     strings = [s for node, _ in small for s in sub.members(space, tokens, node)]
     if strings:
       classified += len(strings)
-      wrong = np.flatnonzero(model.classify(strings) != label)
+      wrong = np.flatnonzero(model.classify([model.ids(s) for s in strings]) != label)
       if len(wrong):
         return NOT_ROBUST, strings[wrong[0]], [], certified_nodes, classified
       leaves += [leaf(node, "enumerated", size) for node, size in small]
@@ -243,10 +304,10 @@ def _search(model: _Model, tokens: Tokens, label: int, rng: np.random.Generator,
     ok = model.certify_nodes(tokens, label, nodes)
     open_nodes = [node for node, good in zip(nodes, ok) if not good]
     leaves += [leaf(node, "certified", size) for (node, size), good in zip(large, ok) if good]
-    probes = [sub.sample(space, tokens, node, rng) for node in open_nodes]
+    probes = [s for node in open_nodes for s in sub.samples(space, tokens, node, rng, 1)]
     if probes:
       classified += len(probes)
-      wrong = np.flatnonzero(model.classify(probes) != label)
+      wrong = np.flatnonzero(model.classify([model.ids(s) for s in probes]) != label)
       if len(wrong):
         return NOT_ROBUST, probes[wrong[0]], [], certified_nodes, classified
     for node in open_nodes:
@@ -276,7 +337,7 @@ def _takes_graphdef_state(verify_fn):
 @_takes_graphdef_state
 def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str]],
            labels: Sequence[int], vocab: Mapping[str, int], *, window_rule: str = "last",
-           blocks: int = 1, enumerate_below: int = 64, max_nodes: int = 4096,
+           blocks: int = 1, enumerate_below: int = 8192, max_nodes: int = 4096,
            batch_size: int = 32, max_grid_slots: int = MAX_GRID_SLOTS, predict_rows: int = 256,
            samples: int = 32, beam: int = 5, min_replacement_slots: int = 1, seed: int = 0,
            domain: Domain | str = iv.SOUND) -> VerifyResult:
@@ -341,15 +402,20 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
   domain = domains.resolve(domain)
   check_inputs(model, space, vocab)
   tic = time.perf_counter()
-  sentences = [tuple(s) for s in sentences]
   labels = check_sentences(sentences, labels, model.num_classes)
+  sentences = [tuple(s) for s in sentences]
   check_grid(space.signature, space, batch_size, model.hidden, model.embeddings[...].itemsize,
              max_grid_slots)
+  dp = functools.partial(certify_sentences, model, space, batch_size=batch_size,
+                         max_grid_slots=max_grid_slots, domain=domain)
   space = space.restricted_to(vocab)
   model = _Model(model, space, vocab, batch_size, predict_rows, min_replacement_slots, domain)
   rng = np.random.default_rng(seed)
   n = len(sentences)
-  choices = [sub.count(space, sub.full(space, s)) for s in sentences]
+  roots = [sub.full(space, s) for s in sentences]
+  ids = [model.ids(s) for s in sentences]  # members are enumerated and classified as ids
+  id_roots = [model.id_node(root) for root in roots]
+  choices = [sub.count(space, root) for root in roots]
   verdicts: list[Verdict | None] = [None] * n
   classified = np.ones(n, np.int64)
   certified_nodes = np.zeros(n, np.int64)
@@ -358,41 +424,47 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     verdicts[i] = Verdict(status, stage, counterexample, tuple(proof), int(certified_nodes[i]),
                           int(classified[i]), choices[i])
 
-  certificates = model.certify_sentences(sentences, labels)  # the DP on S(x), every example
-  certified_nodes += 1
-  for i in np.flatnonzero(model.classify(sentences) != labels):
-    settle(i, NOT_ROBUST, "clean", sentences[i])
-  for i in np.flatnonzero(certificates.certified):
-    if verdicts[i] is None:  # always: the certificate holds for x itself
-      settle(i, ROBUST, "certified", proof=[{**sub.full(space, sentences[i]).describe(space),
-                                             "closed": "certified", "choices": choices[i]}])
+  def root_leaf(i, how):
+    return [{**roots[i].describe(space), "closed": how, "choices": choices[i]}]
 
-  def refute(pairs: list[tuple[int, Tokens]], stage: str) -> None:
-    """Classifies (example, member) pairs together; settles each first misclassification."""
+  for i in np.flatnonzero(model.predict_classes(ids) != labels):
+    settle(i, NOT_ROBUST, "clean", sentences[i])
+
+  def refute(pairs: list[tuple[int, tuple[int, ...]]], stage: str) -> None:
+    """Classifies (example, id member) pairs together; settles each first misclassification."""
     wrong = model.classify([s for _, s in pairs]) != labels[[i for i, _ in pairs]]
     for (i, s), bad in zip(pairs, wrong):
       classified[i] += 1
       if bad and verdicts[i] is None:
-        settle(i, NOT_ROBUST, stage, s)
+        settle(i, NOT_ROBUST, stage, model.words(s))
 
-  # Small spaces are enumerated whole, their members packed across examples as EX does.
-  small = [i for i in range(n) if verdicts[i] is None and choices[i] <= enumerate_below]
-  roots = {i: sub.full(space, sentences[i]) for i in range(n)}
-  refute([(i, s) for i in small for s in sub.members(space, sentences[i], roots[i])],
-         "enumerated")
-  for i in small:
-    if verdicts[i] is None:
-      settle(i, ROBUST, "enumerated",
-             proof=[{**roots[i].describe(space), "closed": "enumerated", "choices": choices[i]}])
-  open_ = [i for i in range(n) if verdicts[i] is None]
-  pairs = []
-  if open_ and beam:
+  def enumerate_up_to(limit: int) -> None:
+    """Enumerates the open spaces of at most ``limit`` choices, members packed across examples."""
+    small = [i for i in range(n) if verdicts[i] is None and choices[i] <= limit]
+    refute([(i, s) for i in small for s in sub.members(space, ids[i], id_roots[i])], "enumerated")
+    for i in small:
+      if verdicts[i] is None:
+        settle(i, ROBUST, "enumerated", proof=root_leaf(i, "enumerated"))
+
+  # Spaces of at most ENUMERATE_FIRST choices cost less to enumerate than to certify or attack.
+  enumerate_up_to(min(ENUMERATE_FIRST, enumerate_below))
+  large = [i for i in range(n) if verdicts[i] is None]
+  if large:
+    certified_nodes[large] += 1
+    for i in np.asarray(large)[dp([sentences[i] for i in large], labels[large],
+                                  vocab).certified]:
+      settle(i, ROBUST, "certified", proof=root_leaf(i, "certified"))
+  # The attack before any larger enumeration or search: uniform members, then the HotFlip beam.
+  large = [i for i in range(n) if verdicts[i] is None]
+  refute([(i, s) for i in large for s in sub.samples(space, ids[i], id_roots[i], rng, samples)],
+         "attack")
+  large = [i for i in range(n) if verdicts[i] is None]
+  if large and beam:
     found = hotflip_candidates(model.model_graphdef, model.model_state, space,
-                               [sentences[i] for i in open_], labels[open_], vocab, beam=beam)
-    pairs += [(i, c) for i, candidates in zip(open_, found) for c in candidates]
-  pairs += [(i, sub.sample(space, sentences[i], roots[i], rng)) for i in open_
-            for _ in range(samples)]
-  refute(pairs, "attack")
+                               [sentences[i] for i in large], labels[large], vocab, beam=beam)
+    refute([(i, model.ids(c)) for i, candidates in zip(large, found) for c in candidates],
+           "attack")
+  enumerate_up_to(enumerate_below)
   for i in [i for i in range(n) if verdicts[i] is None]:
     status, counterexample, proof, nodes, members = _search(
         model, sentences[i], int(labels[i]), rng, window_rule=window_rule, blocks=blocks,
@@ -400,4 +472,5 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     certified_nodes[i] += nodes
     classified[i] += members
     settle(i, status, "search", counterexample, proof)
-  return VerifyResult(tuple(verdicts), time.perf_counter() - tic, certificates)
+  return VerifyResult(tuple(verdicts), time.perf_counter() - tic,
+                      functools.partial(dp, sentences, labels, vocab))

@@ -29,7 +29,7 @@ from arc_jax.nn import predict
 from arc_jax.nn.tree_models import TreeLSTMClassifier
 from arc_jax.perturbation import PlanBuilder, parse_space
 from arc_jax.verify import WINDOW_RULES, verify
-from arc_jax.verify import subspaces as sub
+from arc_jax.verify import subspaces as sub, verifier
 from tests.helpers.certify_api import one_line
 from tests.helpers.lstm_models import SWAP, VOCAB, certify_batch, concrete_logits, make_model
 
@@ -83,6 +83,31 @@ def test_split_partitions_the_choices(tokens, spec, picks):
     assert [sub.count(space, c) for c in children] == [len(c) for c in child_choices]
     assert (set().union(*(set(sub.members(space, tokens, c)) for c in children))
             == set(sub.members(space, tokens, parent)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(sentences, st.sampled_from(SPECS), st.lists(st.integers(0, 50), max_size=3),
+       st.integers(0, 2**31))
+def test_samples_are_uniform_over_the_choices(tokens, spec, picks, seed):
+  """Each string comes up as often as the choices that write it (within 5 sigma); an empty
+  node gives none."""
+  space = space_of(spec)
+  nodes = [sub.full(space, tokens)] + [c for _, cs in random_path(space, tokens, picks) for c in cs]
+  node = nodes[-1]
+  size = sub.count(space, node)
+  draws = sub.samples(space, tokens, node, np.random.default_rng(seed), 200 * min(size, 20))
+  if size == 0:
+    assert draws == []
+    return
+  writes = {}
+  for picks_ in sub.choices(space, node):
+    s = sub.write(tokens, picks_, space)
+    writes[s] = writes.get(s, 0) + 1
+  assert set(draws) <= set(writes)
+  for s, ways in writes.items():
+    p = ways / size
+    sigma = np.sqrt(p * (1 - p) / len(draws))
+    assert abs(draws.count(s) / len(draws) - p) <= 5 * sigma + 1e-12
 
 
 def test_split_refuses_a_forced_window():
@@ -164,6 +189,16 @@ def test_verify_with_every_stage_equals_enumeration():
                                            beam=2, samples=4)
   stages = result.summary()["by_stage"]
   assert stages.get("robust/enumerated", 0) + stages.get("not robust/enumerated", 0) > 0
+
+
+@pytest.mark.parametrize("tie", [0.0, np.inf])
+def test_verify_with_its_default_stages_equals_enumeration(monkeypatch, tie):
+  """The defaults enumerate these small spaces with prefix-shared logits (mean pooling); with
+  no tie margin every decision is theirs, with an infinite one every decision is predict's."""
+  monkeypatch.setattr(verifier, "TIE", tie)
+  result = check_verify_equals_enumeration(4, SPECS[0], "last", False, pooling="mean",
+                                           enumerate_below=8192, beam=5, samples=32)
+  assert result.summary()["by_stage"].get("robust/enumerated", 0) > 0
 
 
 @pytest.mark.parametrize("pooling,bidirectional", [
