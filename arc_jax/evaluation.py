@@ -63,6 +63,10 @@ from arc_jax.train.steps import (config_optimizer, init_state, trained_embedding
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_FILES = {"ex": ".progress.jsonl", "exact": ".exact.progress.jsonl"}
+"""The searches that keep a journal (:mod:`arc_jax.attacks.journal`), and its file's suffix in
+place of the results file's ``.json``."""
+
 
 class EvaluationError(RuntimeError):
   """The numbers are inconsistent (CF ≤ EX ≤ HF ≤ Acc fails) or a certificate failed its audit."""
@@ -197,8 +201,9 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     mesh: the data mesh; default all devices.
     exact_max_nodes: sub-spaces the ``exact`` search may certify per example before it
       reports the example unknown.
-    resume: ``ex`` writes each example to ``<results file>.progress.jsonl`` (next to
-      :func:`results_path`) as soon as it is decided, and an evaluation with the same
+    resume: ``ex`` and ``exact`` write each example to ``<results file>`` +
+      :data:`PROGRESS_FILES` (next to :func:`results_path`) as soon as it is decided, and an
+      evaluation with the same
       settings that stopped before the end (SIGTERM, a kill) is resumed from there
       (:mod:`arc_jax.attacks.journal`); the file is removed once every metric is computed.
       Single-process runs only (with several processes it is ignored).
@@ -290,21 +295,22 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
       "max_candidates": config.max_candidates, "first": first, "domain": domain,
       "domain_settings": settings.to_dict(), "examples": len(experiment.splits[split])}
   names = metric_registry.with_needs(metrics)
-  journal = None
-  if resume and "ex" in names and jax.process_count() == 1:
+  journals = {}
+  searches = [name for name in PROGRESS_FILES if name in names]
+  if resume and searches and jax.process_count() == 1:
     path = results_path(workdir, {**results, "metrics": dict.fromkeys(names)}, shortcut)
     blocked = read_only_part(path)
     if blocked is None:
-      journal = Journal(path.with_suffix(".progress.jsonl"), {
-          "params": digest(*jax.tree.leaves(params)), "data": fingerprint,
-          **{k: results[k] for k in ("split", "space", "synonyms", "max_candidates", "first")}})
+      key = {"params": digest(*jax.tree.leaves(params)), "data": fingerprint,
+             **{k: results[k] for k in ("split", "space", "synonyms", "max_candidates", "first")}}
+      journals = {name: Journal(path.with_suffix(PROGRESS_FILES[name]), key) for name in searches}
     else:
-      logger.warning("Cannot write to %s (read-only): the exhaustive search keeps no progress "
-                     "file, so a stop loses it.", blocked)
+      logger.warning("Cannot write to %s (read-only): %s keep no progress file, so a stop "
+                     "loses them.", blocked, " and ".join(searches))
   context = metric_registry.Context(
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
-      progress=progress, journal=journal, domain=abstract)
+      progress=progress, journals=journals, domain=abstract)
   sizes = metric_registry.space_sizes(context)
   results.update({key: summary(context) for key, summary in metric_registry.SUMMARIES.items()},
                  space_size=metric_registry.summarize_space_sizes(sizes),
@@ -316,7 +322,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     context.flags.update({name: outcome.robust, **outcome.flags})
     columns.update(outcome.columns)
     results["metrics"][name] = _entry(outcome.robust, time.perf_counter() - tic, outcome.extra)
-  if journal is not None:
+  for journal in journals.values():
     journal.remove()
   results[PER_EXAMPLE] = per_example_table(experiment.examples(split)[1], sizes, context.flags,
                                            columns)

@@ -57,8 +57,9 @@ class Context:
     exhaustive_batch_size: rows per predictor call in ``ex``.
     exact_max_nodes: sub-spaces ``exact`` may certify per example before it gives up.
     progress: progress bars.
-    journal: where ``ex`` keeps the examples it has decided, and resumes from
-      (:mod:`arc_jax.attacks.journal`); None: nothing is kept.
+    journals: metric name → where that metric (``ex``, ``exact``) keeps the examples it has
+      decided, and resumes from (:mod:`arc_jax.attacks.journal`); a metric without one keeps
+      nothing.
     domain: the abstract domain ``cf`` and ``exact`` certify with (default the sound intervals,
       :data:`arc_jax.interval.SOUND`; :func:`arc_jax.domains.make_domain` makes one by name).
   """
@@ -71,7 +72,7 @@ class Context:
   exhaustive_batch_size: int = 256
   exact_max_nodes: int = 4096
   progress: bool = True
-  journal: Journal | None = None
+  journals: dict[str, Journal] = dataclasses.field(default_factory=dict)
   domain: Domain = interval.SOUND
 
 
@@ -150,14 +151,15 @@ def exhaustive(context: Context) -> Outcome:
   """``ex``: every string of S(x) is classified y (:mod:`arc_jax.attacks.exhaustive`);
   certified examples (``cf``) count without enumeration unless ``shortcut=False``, which
   enumerates them too and lists every certified example with a misclassified member. With a
-  ``context.journal`` a search stopped before the end resumes where it stopped (``resumed``:
-  the examples taken from it; ``seconds`` include the earlier parts)."""
+  journal (``context.journals["ex"]``) a search stopped before the end resumes where it stopped
+  (``resumed``: the examples taken from it; ``seconds`` include the earlier parts)."""
   experiment = context.experiment
   ex = experiment.family.searches.enumerate(experiment.placed(context.params), experiment.space,
                                    experiment.builder, *experiment.examples(context.split),
                                    context.flags["cf"], shortcut=context.shortcut,
                                    batch_size=context.exhaustive_batch_size,
-                                   progress=context.progress, journal=context.journal)
+                                   progress=context.progress,
+                                   journal=context.journals.get("ex"))
   summary = ex.summary()
   return Outcome(ex.robust, {"seconds": ex.seconds, "shortcut": context.shortcut,
                              "resumed": ex.resumed,
@@ -184,14 +186,15 @@ def exact(context: Context) -> Outcome:
   """``exact`` (token sequences): the complete verifier (:mod:`arc_jax.verify`): proved robust
   by a tree of certified sub-spaces, each certified in ``context.domain``; counts proofs,
   counterexamples and unknowns (budget ``exact_max_nodes`` per example). Its counterexamples
-  (``exact_refuted``) must fail ``ex``."""
+  (``exact_refuted``) must fail ``ex``. With a journal (``context.journals["exact"]``) a
+  verification stopped before the end resumes with the verdicts it had reached."""
   experiment = context.experiment
   data = experiment.splits[context.split]
   verdicts = verify(experiment.model(context.params), experiment.space, data.tokens,
                     data.labels, experiment.data.vocab,
                     max_nodes=context.exact_max_nodes,
                     min_replacement_slots=experiment.builder.min_replacement_slots,
-                    domain=context.domain)
+                    domain=context.domain, journal=context.journals.get("exact"))
   summary = verdicts.summary()
   return Outcome(verdicts.robust, {
       "seconds": summary.pop("seconds"), **summary, "max_nodes": context.exact_max_nodes,

@@ -72,6 +72,18 @@ class Decided:
   predicted: int
   seconds: float
 
+  def to_record(self) -> dict[str, Any]:
+    """The JSON-ready line of this outcome (:class:`Journal`'s format)."""
+    return {**dataclasses.asdict(self), "counterexample": None if self.counterexample is None
+            else to_json(self.counterexample)}
+
+  @classmethod
+  def from_record(cls, record: dict[str, Any]) -> "Decided":
+    """The outcome :meth:`to_record` wrote."""
+    counterexample = record["counterexample"]
+    return cls(**{**record, "counterexample": None if counterexample is None
+                  else from_json(counterexample)})
+
 
 class Journal:
   """The decided examples of one exhaustive search, one JSON line each in ``path``.
@@ -91,9 +103,14 @@ class Journal:
     self.path = Path(path)
     self.key = key
 
-  def start(self, search_key: dict[str, Any]) -> dict[int, Decided]:
+  def start(self, search_key: dict[str, Any], outcome: type = Decided) -> dict[int, Any]:
     """The examples an earlier search with the same key decided (example index → outcome);
-    an empty dict after (re)starting the file for this key."""
+    an empty dict after (re)starting the file for this key.
+
+    ``outcome``: the search's outcome type, read back with its ``from_record(dict)`` (and
+    written with its ``to_record()``): :class:`Decided` for EX, the complete verifier's
+    :class:`arc_jax.verify.Verdict`.
+    """
     key = json.loads(json.dumps({**self.key, **search_key}))
     if self.path.is_file():
       lines = self.path.read_text().splitlines()
@@ -109,29 +126,26 @@ class Journal:
           except json.JSONDecodeError:  # cut short by a kill
             continue
           kept.append(line)
-          index, counterexample = record.pop("index"), record.pop("counterexample")
-          decided[index] = Decided(counterexample=None if counterexample is None
-                                   else from_json(counterexample), **record)
+          index = record.pop("index")
+          decided[index] = outcome.from_record(record)
         # Without the cut line, so that the next line appended starts a line of its own;
         # replaced in one step, so that a kill now loses nothing.
         rewritten = self.path.with_name(self.path.name + ".tmp")
         rewritten.write_text("".join(line + "\n" for line in kept))
         rewritten.replace(self.path)
-        logger.info("Resuming the exhaustive search from %s: %d examples already decided.",
+        logger.info("Resuming the search from %s: %d examples already decided.",
                     self.path, len(decided))
         return decided
-      logger.warning("%s holds the progress of another exhaustive search (%s); starting over "
+      logger.warning("%s holds the progress of another search (%s); starting over "
                      "for this one.", self.path,
                      {k: v for k, v in (stored or {}).items() if key.get(k) != v})
     self.path.parent.mkdir(parents=True, exist_ok=True)
     self.path.write_text(json.dumps(key) + "\n")
     return {}
 
-  def append(self, decided: Iterable[tuple[int, Decided]]) -> None:
+  def append(self, decided: Iterable[tuple[int, Any]]) -> None:
     """Appends outcomes (flushed when this returns)."""
-    lines = [json.dumps({"index": int(i), **dataclasses.asdict(d),
-                         "counterexample": None if d.counterexample is None
-                         else to_json(d.counterexample)}) + "\n" for i, d in decided]
+    lines = [json.dumps({"index": int(i), **d.to_record()}) + "\n" for i, d in decided]
     if lines:
       with self.path.open("a") as file:
         file.writelines(lines)

@@ -14,8 +14,9 @@ and one line naming the fix if a setting does not fit the run (an unknown --doma
 directory and its checkpoint are checked before any data is loaded; a damaged latest checkpoint
 gives way to the one before) or the results cannot be written; with 130 (143) and one line on
 Ctrl-C (SIGTERM), writing no results. The exhaustive search (ex) keeps the examples it has decided
-in RUN/eval/<results name>.progress.jsonl as it goes, so the same command resumes it after a stop
-(--no-resume neither reads nor writes it).
+in RUN/eval/<results name>.progress.jsonl as it goes, and the complete verifier (exact) its
+verdicts in RUN/eval/<results name>.exact.progress.jsonl, so the same command resumes them after a
+stop (--no-resume neither reads nor writes them).
 See arc_jax.evaluation and experiments/README.md.
 """
 
@@ -86,9 +87,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="evaluate the first N examples of the split only (recorded in the "
                       "results and their file name)")
   parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
-                      help="keep the exhaustive search's decided examples in a progress file "
-                      "next to the results and resume a stopped search from it (--no-resume: "
-                      "neither read nor write it)")
+                      help="keep the decided examples of the exhaustive search (ex) and the "
+                      "verifier (exact) in progress files next to the results and resume a "
+                      "stopped search from them (--no-resume: neither read nor write them)")
   parser.add_argument("--output", help="also write the results JSON here")
   parser.add_argument("--no-progress", action="store_true", help="no progress bars")
   common.add_multihost_arguments(parser)
@@ -126,8 +127,8 @@ def main(argv=None) -> int:
   from arc_jax.train.interrupt import exit_on_signals
   try:
     with exit_on_signals("stopped; no results were written" + (
-        "; the exhaustive search resumes from its progress file when the same command runs "
-        "again." if args.resume else ".")):
+        "; ex and exact resume from their progress files when the same command runs again."
+        if args.resume else ".")):
       results, status = evaluate_run(
           args.workdir, space=args.space, split=args.split,
           metrics=args.metrics.split(",") if args.metrics else None, shortcut=args.shortcut,

@@ -50,6 +50,7 @@ import numpy as np
 from flax import nnx
 
 from arc_jax.attacks.hotflip import hotflip_candidates
+from arc_jax.attacks.journal import Journal, digest
 from arc_jax import domains
 from arc_jax import interval as iv
 from arc_jax.certify.api import (MAX_GRID_SLOTS, CertifyResult, certify_jit, check_grid,
@@ -117,6 +118,18 @@ class Verdict:
   nodes_certified: int
   members_classified: int
   choices: int
+
+  def to_record(self) -> dict[str, Any]:
+    """Every field, JSON-ready (a :class:`~arc_jax.attacks.Journal` line)."""
+    return {**dataclasses.asdict(self), "counterexample": None if self.counterexample is None
+            else list(self.counterexample)}
+
+  @classmethod
+  def from_record(cls, record: dict[str, Any]) -> "Verdict":
+    """The verdict :meth:`to_record` wrote."""
+    counterexample = record["counterexample"]
+    return cls(**{**record, "proof": tuple(record["proof"]),
+                  "counterexample": None if counterexample is None else tuple(counterexample)})
 
   def to_json(self) -> dict[str, Any]:
     return {"status": self.status, "stage": self.stage,
@@ -340,7 +353,7 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
            blocks: int = 1, enumerate_below: int = 8192, max_nodes: int = 4096,
            batch_size: int = 32, max_grid_slots: int = MAX_GRID_SLOTS, predict_rows: int = 256,
            samples: int = 32, beam: int = 5, min_replacement_slots: int = 1, seed: int = 0,
-           domain: Domain | str = iv.SOUND) -> VerifyResult:
+           domain: Domain | str = iv.SOUND, journal: Journal | None = None) -> VerifyResult:
   """Exact robustness of n examples (see the module docstring), for LSTMs and Bi-LSTMs of every
   pooling.
 
@@ -375,6 +388,10 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
       :data:`arc_jax.interval.SOUND`, or :data:`arc_jax.linear_step.LINEAR_STEP`, tighter and
       slower), or its registered name (:mod:`arc_jax.domains`: ``"interval"``,
       ``"linear_step"``).
+    journal: where each verdict is written as soon as it is reached, and taken from when an
+      earlier verification with the same key (the caller's, and the labels and every setting
+      here) stopped before the end (:class:`~arc_jax.attacks.Journal` of :class:`Verdict`);
+      None: nothing is kept.
 
   Returns:
     A :class:`VerifyResult`: a verdict per example and the DP's certificates of S(x).
@@ -419,16 +436,34 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
   verdicts: list[Verdict | None] = [None] * n
   classified = np.ones(n, np.int64)
   certified_nodes = np.zeros(n, np.int64)
+  if journal is not None:
+    settings = dict(window_rule=window_rule, blocks=blocks, enumerate_below=enumerate_below,
+                    max_nodes=max_nodes, batch_size=batch_size, samples=samples, beam=beam,
+                    min_replacement_slots=min_replacement_slots, seed=seed,
+                    domain=repr(domain))
+    restored = journal.start({"examples": n, "labels": digest(labels), **settings}, Verdict)
+    for i, verdict in restored.items():
+      verdicts[i] = verdict
+  written = [v is not None for v in verdicts]
 
   def settle(i, status, stage, counterexample=None, proof=()):
     verdicts[i] = Verdict(status, stage, counterexample, tuple(proof), int(certified_nodes[i]),
                           int(classified[i]), choices[i])
 
+  def record() -> None:
+    """Writes the verdicts reached since the last call to the journal."""
+    new = [i for i in range(n) if verdicts[i] is not None and not written[i]]
+    for i in new:
+      written[i] = True
+    if journal is not None:
+      journal.append((i, verdicts[i]) for i in new)
+
   def root_leaf(i, how):
     return [{**roots[i].describe(space), "closed": how, "choices": choices[i]}]
 
   for i in np.flatnonzero(model.predict_classes(ids) != labels):
-    settle(i, NOT_ROBUST, "clean", sentences[i])
+    if verdicts[i] is None:
+      settle(i, NOT_ROBUST, "clean", sentences[i])
 
   def refute(pairs: list[tuple[int, tuple[int, ...]]], stage: str) -> None:
     """Classifies (example, id member) pairs together; settles each first misclassification."""
@@ -445,6 +480,7 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     for i in small:
       if verdicts[i] is None:
         settle(i, ROBUST, "enumerated", proof=root_leaf(i, "enumerated"))
+    record()
 
   # Spaces of at most ENUMERATE_FIRST choices cost less to enumerate than to certify or attack.
   enumerate_up_to(min(ENUMERATE_FIRST, enumerate_below))
@@ -454,16 +490,19 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     for i in np.asarray(large)[dp([sentences[i] for i in large], labels[large],
                                   vocab).certified]:
       settle(i, ROBUST, "certified", proof=root_leaf(i, "certified"))
+    record()
   # The attack before any larger enumeration or search: uniform members, then the HotFlip beam.
   large = [i for i in range(n) if verdicts[i] is None]
   refute([(i, s) for i in large for s in sub.samples(space, ids[i], id_roots[i], rng, samples)],
          "attack")
+  record()
   large = [i for i in range(n) if verdicts[i] is None]
   if large and beam:
     found = hotflip_candidates(model.model_graphdef, model.model_state, space,
                                [sentences[i] for i in large], labels[large], vocab, beam=beam)
     refute([(i, model.ids(c)) for i, candidates in zip(large, found) for c in candidates],
            "attack")
+    record()
   enumerate_up_to(enumerate_below)
   for i in [i for i in range(n) if verdicts[i] is None]:
     status, counterexample, proof, nodes, members = _search(
@@ -472,5 +511,6 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     certified_nodes[i] += nodes
     classified[i] += members
     settle(i, status, "search", counterexample, proof)
+    record()
   return VerifyResult(tuple(verdicts), time.perf_counter() - tic,
                       functools.partial(dp, sentences, labels, vocab))

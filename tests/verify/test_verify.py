@@ -13,6 +13,7 @@
 """
 
 import functools
+import json
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,7 @@ import pytest
 from flax import nnx
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from arc_jax.attacks import exhaustive_robustness
+from arc_jax.attacks import Journal, exhaustive_robustness
 from arc_jax.certify import certify
 from arc_jax.data.trees import from_nested
 from arc_jax.linear_step import LINEAR_STEP
@@ -220,6 +221,44 @@ def test_verify_equals_enumeration_for_another_recurrent_cell():
 def test_verify_equals_enumeration_more(seed, spec):
   check_verify_equals_enumeration(seed, spec, WINDOW_RULES[seed % 3], seed % 2 == 1,
                                   blocks=1 + seed % 2)
+
+
+def test_a_stopped_verification_resumes_from_its_journal(tmp_path, monkeypatch):
+  """Verdicts are journaled as they are reached: a verification killed in its search resumes
+  with the verdicts it had and gives the answers of one that never stopped; another key starts
+  the journal over."""
+  space = space_of(SPECS[0])
+  rng = np.random.default_rng(5)
+  sents = [tuple(rng.choice(SMALL_WORDS, size=rng.integers(2, 8))) for _ in range(6)]
+  model = make_model(5, 3, 4.0, False)
+  labels = concrete_logits(model, sents).argmax(-1)
+  options = dict(batch_size=4, min_replacement_slots=4, enumerate_below=1, beam=0, samples=0)
+  whole = verify(model, space, sents, labels, VOCAB, **options)
+  searched = [i for i, v in enumerate(whole.verdicts) if v.stage == "search"]
+  assert len(searched) >= 2
+  path = tmp_path / "verify.progress.jsonl"
+  search, calls = verifier._search, []
+
+  def stopping_search(*args, **kwargs):
+    if len(calls) == 1:
+      raise KeyboardInterrupt  # killed during the second search
+    calls.append(1)
+    return search(*args, **kwargs)
+
+  monkeypatch.setattr(verifier, "_search", stopping_search)
+  with pytest.raises(KeyboardInterrupt):
+    verify(model, space, sents, labels, VOCAB, journal=Journal(path, {"model": "m"}), **options)
+  monkeypatch.setattr(verifier, "_search", search)
+  kept = len(path.read_text().splitlines()) - 1
+  assert kept == len(sents) - len(searched) + 1
+  resumed = verify(model, space, sents, labels, VOCAB, journal=Journal(path, {"model": "m"}),
+                   **options)
+  assert [v.status for v in resumed.verdicts] == [v.status for v in whole.verdicts]
+  assert resumed.verdicts[searched[0]] == whole.verdicts[searched[0]]  # read back, field by field
+  other = verify(model, space, sents, labels, VOCAB, journal=Journal(path, {"model": "other"}),
+                 **options)
+  assert [v.status for v in other.verdicts] == [v.status for v in whole.verdicts]
+  assert json.loads(path.read_text().splitlines()[0])["model"] == "other"
 
 
 def test_verify_rejects_an_unknown_rule():
