@@ -122,7 +122,7 @@ class LSTMClassifier(nnx.Module):
     """Pooled LSTM features (B, H_in) of padded sentences ``token_ids`` (B, N)."""
     chex.assert_rank(token_ids, 2)
     chex.assert_type([token_ids, lengths], int)
-    return self._pooled(self.word_gates(token_ids), lengths)
+    return self._pooled(self._word_gates(token_ids), lengths)
 
   def features_from_embeddings(self, embedded: jax.Array, lengths: jax.Array) -> jax.Array:
     """Pooled LSTM features (B, H_in) of embedded padded sentences (B, N, E).
@@ -131,21 +131,21 @@ class LSTMClassifier(nnx.Module):
     at or beyond ``lengths`` do not influence the result.
     """
     chex.assert_rank(embedded, 3)
-    return self._pooled(self._input_gates(embedded), lengths)
+    return self._pooled(self.input_gates(embedded), lengths)
 
   def position_states(self, token_ids: jax.Array, lengths: jax.Array) -> jax.Array:
     """The (concatenated) LSTM states (B, N, H_in) at every position, as attention reads them."""
-    return self._aligned(self._runs(self.word_gates(token_ids), lengths), lengths)
+    return self._aligned(self._runs(self._word_gates(token_ids), lengths), lengths)
 
-  def _input_gates(self, embedded: jax.Array) -> tuple[jax.Array, ...]:
+  def input_gates(self, embedded: jax.Array) -> tuple[jax.Array, ...]:
     """Each direction's input gates (B, N, G) of embedded words (B, N, E)."""
     z = self.projection(embedded)
     return tuple(cell.input_gates(z) for cell in self.cells)
 
-  def word_gates(self, token_ids: jax.Array) -> tuple[jax.Array, ...]:
-    """:meth:`_input_gates` of words (B, N), computed once per distinct id (they depend on
+  def _word_gates(self, token_ids: jax.Array) -> tuple[jax.Array, ...]:
+    """:meth:`input_gates` of words (B, N), computed once per distinct id (they depend on
     the word alone)."""
-    return per_distinct_id(lambda ids: self._input_gates(self.embed(ids[None])), token_ids)
+    return per_distinct_id(lambda ids: self.input_gates(self.embed(ids[None])), token_ids)
 
   def _pooled(self, gates: tuple[jax.Array, ...], lengths: jax.Array) -> jax.Array:
     """Pooled features (B, H_in) from each direction's input gates (B, N, G)."""

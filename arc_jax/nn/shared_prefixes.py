@@ -109,39 +109,45 @@ def build(strings: Sequence[np.ndarray], chunk: int = 256) -> Trie:
   return Trie(tokens, parents, leaves, len(node_depth))
 
 
-def _states(cell: recurrent.RecurrentCell, gates: jax.Array, parents: jax.Array, mean: bool
-            ) -> tuple[jax.Array, jax.Array]:
-  """Each buffer row's state h and (if ``mean``) sum of h along its path, (R, H) each, from the
-  input gates (steps, chunk, G) of a trie's slots and their parents' rows (steps, chunk)."""
+def _states(cell: recurrent.RecurrentCell, table: jax.Array, words: jax.Array,
+            parents: jax.Array, mean: bool) -> tuple[jax.Array, jax.Array | None]:
+  """Each buffer row's state h and (if ``mean``) sum of h along its path, (R, H) each.
+
+  Args:
+    table: (K, G) the cell's input gates of K distinct words.
+    words: int32 (steps, chunk): the row of ``table`` each slot's node appends (gathered inside
+      the scan step: a (steps, chunk, G) array of gates would be hundreds of MB).
+    parents: int32 (steps, chunk): each slot's parent row.
+  """
   steps, chunk = parents.shape
   rows = 1 + steps * chunk
-  zeros = jnp.zeros((rows, cell.hidden), gates.dtype)
+  zeros = jnp.zeros((rows, cell.hidden), table.dtype)
   buffers = recurrent.initial_carry(cell, zeros) + ((zeros,) if mean else ())
 
   def body(buffers, inputs):
-    j, g, parent = inputs
+    j, word, parent = inputs
     carry = tuple(b[parent] for b in buffers[:cell.carry_size])
-    new = cell.step(carry, g)
+    new = cell.step(carry, table[word])
     if mean:
       new = new + (buffers[-1][parent] + new[0],)
     start = 1 + j * chunk
     return tuple(jax.lax.dynamic_update_slice_in_dim(b, v, start, axis=0)
                  for b, v in zip(buffers, new)), None
 
-  buffers, _ = jax.lax.scan(body, buffers, (jnp.arange(steps), gates, parents))
+  buffers, _ = jax.lax.scan(body, buffers, (jnp.arange(steps), words, parents))
   return buffers[0], (buffers[-1] if mean else None)
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _shared_logits(graphdef: nnx.GraphDef, state: nnx.State, tokens: tuple[jax.Array, ...],
-                   parents: tuple[jax.Array, ...], leaves: tuple[jax.Array, ...],
-                   lengths: jax.Array) -> jax.Array:
+def _shared_logits(graphdef: nnx.GraphDef, state: nnx.State, distinct: jax.Array,
+                   words: tuple[jax.Array, ...], parents: tuple[jax.Array, ...],
+                   leaves: tuple[jax.Array, ...], lengths: jax.Array) -> jax.Array:
   model = nnx.merge(graphdef, state)
   mean = model.pooling == "mean"
+  tables = model.input_gates(model.embed(distinct[None]))  # per direction (1, K, G)
   runs = []
-  for direction, (cell, t, p, leaf) in enumerate(zip(model.cells, tokens, parents, leaves)):
-    gates = model.word_gates(t)[direction]
-    h, total = _states(cell, gates, p, mean)
+  for cell, table, w, p, leaf in zip(model.cells, tables, words, parents, leaves):
+    h, total = _states(cell, table[0], w, p, mean)
     runs.append((h[leaf], None if total is None else total[leaf], None))
   return model.head(model.pool(runs, lengths))
 
@@ -178,8 +184,12 @@ def predict_shared(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[n
   m = _bucket(len(strings), 256)
   pad = lambda a, n: np.pad(a, [(0, n - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
   lengths = pad(np.array([len(s) for s in strings], np.int32), m)
-  logits = _shared_logits(graphdef, state, tuple(pad(t.tokens, steps) for t in tries),
-                          tuple(pad(t.parents, steps) for t in tries),
+  distinct, rows = np.unique(np.stack([pad(t.tokens, steps) for t in tries]),
+                             return_inverse=True)
+  rows = rows.reshape(len(tries), steps, -1).astype(np.int32)
+  logits = _shared_logits(graphdef, state, pad(distinct.astype(np.int32), _bucket(distinct.size,
+                                                                                   64)),
+                          tuple(rows), tuple(pad(t.parents, steps) for t in tries),
                           tuple(pad(t.leaves, m) for t in tries), lengths)
   chex.assert_shape(logits, (m, model.num_classes))
   return logits[:len(strings)]
