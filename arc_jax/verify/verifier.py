@@ -16,10 +16,11 @@ Pipeline (cheap answers first, each stage only sees the examples still open):
 2. S(x) with at most :data:`ENUMERATE_FIRST` choices: every member classified (cheaper than the
    DP or an attack there);
 3. the DP on S(x) (certified examples are proved);
-4. ``samples`` uniform members (:func:`arc_jax.verify.subspaces.samples`), then the HotFlip beam
-   (:func:`arc_jax.attacks.hotflip_candidates`), classified concretely;
+4. ``samples`` uniform members (:func:`arc_jax.verify.subspaces.samples`), classified;
 5. S(x) with at most ``enumerate_below`` choices: every member classified;
-6. branch and bound per example: a stack of open sub-spaces; nodes with at most
+6. the HotFlip beam (:func:`arc_jax.attacks.hotflip_candidates`), classified (about 9 ms per
+   sentence, less than a search costs);
+7. branch and bound per example: a stack of open sub-spaces; nodes with at most
    ``enumerate_below`` choices are enumerated, the others are certified ``batch_size`` at a time
    by one jitted DP call (the sub-spaces are rows of one plan,
    :func:`~arc_jax.verify.subspaces.lower`);
@@ -86,9 +87,8 @@ Normal LSTM's members of [(Del,2),(Sub,2)])."""
 ENUMERATE_FIRST = 512
 """Spaces of at most this many choices are enumerated before the DP or an attack runs on them.
 On the Normal LSTM's first 200 SST-2 test sentences under [(Del,2),(Sub,2)] (median 77 choices)
-a DP row costs about 1.75 ms and the HotFlip beam about 9 ms per sentence, against about 0.02 ms
-per enumerated member (:mod:`arc_jax.nn.shared_prefixes`; random members share fewer prefixes
-and cost more each)."""
+a DP row costs about 1.75 ms, against about 0.02 ms per enumerated member
+(:mod:`arc_jax.nn.shared_prefixes`; random members share fewer prefixes and cost more each)."""
 
 TIE = 2.0 ** -12
 """Prefix-shared logits closer than this (relative) to a tie are re-decided by predict."""
@@ -491,11 +491,11 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
                                   vocab).certified]:
       settle(i, ROBUST, "certified", proof=root_leaf(i, "certified"))
     record()
-  # The attack before any larger enumeration or search: uniform members, then the HotFlip beam.
+  # Uniform members before any larger enumeration, the HotFlip beam before any search.
   large = [i for i in range(n) if verdicts[i] is None]
   refute([(i, s) for i in large for s in sub.samples(space, ids[i], id_roots[i], rng, samples)],
          "attack")
-  record()
+  enumerate_up_to(enumerate_below)
   large = [i for i in range(n) if verdicts[i] is None]
   if large and beam:
     found = hotflip_candidates(model.model_graphdef, model.model_state, space,
@@ -503,7 +503,6 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     refute([(i, model.ids(c)) for i, candidates in zip(large, found) for c in candidates],
            "attack")
     record()
-  enumerate_up_to(enumerate_below)
   for i in [i for i in range(n) if verdicts[i] is None]:
     status, counterexample, proof, nodes, members = _search(
         model, sentences[i], int(labels[i]), rng, window_rule=window_rule, blocks=blocks,
