@@ -89,6 +89,8 @@ def word_pre_activations(model: LSTMClassifier, plan: Plan, sig: Signature,
 
   def lookup(ids: jax.Array) -> iv.Value:
     rows = jnp.searchsorted(words, ids, method="scan_unrolled")  # < size: ids ≤ the fill
+    # Stored once: fused into the gathers, the search ran again for every feature of each row.
+    rows = jax.lax.optimization_barrier(rows)
     return jax.tree.map(lambda a: a[rows], table)
 
   return lookup
