@@ -234,21 +234,21 @@ def memoizing_scan(cell: RecurrentCell, sig: Signature, point_gates: iv.Value,
       outputs += _run_steps(cell, [(b[0], b[2], b[3], None) for b in branches[-len(repeats):]],
                             track_sums, d, materialise=True)
     # The keep branch covers the whole grid; T_k's results land in the slots c with c_k ≥ 1.
-    (state, total), ok = kept, branches[0][1]
+    # A padding position keeps H[j − 1]: it replaces the keep branch's values and no other branch
+    # joins there, so the selects run inside the joins' loops instead of a pass of their own.
+    keep = _grid_broadcast(real, rank)
+    (state, total), ok = kept, jnp.where(keep, branches[0][1], valid[0])
     size = len(state)
-    values = list(state) + ([total] if track_sums else [])
+    values = [d.where(keep[..., None], a, b) for a, b in zip(state, last)]
+    if track_sums:
+      values.append(d.where(keep[..., None], total, sums[0]))
     for (_, b_ok, _, _, axis, _), (b_state, b_total) in zip(branches[1:], outputs[1:]):
       news = list(b_state) + ([b_total] if track_sums else [])
-      values, ok = _join_landing(d, values, ok, news, b_ok, axis)
-    state, total = tuple(values[:size]), (values[size] if track_sums else None)
-    keep = _grid_broadcast(real, rank)
-    state = tuple(d.where(keep[..., None], a, b) for a, b in zip(state, last))
-    ok = jnp.where(keep, ok, valid[0])
+      values, ok = _join_landing(d, values, ok, news, b_ok & keep, axis)
     push = lambda new, old: jax.tree.map(lambda a, b: jnp.concatenate([a[None], b[:-1]]), new, old)
-    new_carry = (tuple(map(push, state, states)), push(ok, valid), None)
+    new_carry = (tuple(map(push, values[:size], states)), push(ok, valid), None)
     if track_sums:
-      total = d.where(keep[..., None], total, sums[0])
-      new_carry = new_carry[:2] + (push(total, sums),)
+      new_carry = new_carry[:2] + (push(values[size], sums),)
     return new_carry, None
 
   # Positions past the batch's longest sentence change nothing (every row is padding there), so
