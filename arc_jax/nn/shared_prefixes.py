@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from typing import Sequence
 
 import chex
@@ -30,6 +31,7 @@ from flax import nnx
 
 from arc_jax.nn import recurrent
 from arc_jax.nn.models import LSTMClassifier
+from arc_jax.padding import pow2_at_least
 
 SHARED_POOLINGS = ("final", "mean")
 """The poolings :func:`predict_shared` computes (a function of the last state and the sum of the
@@ -57,8 +59,29 @@ class Trie:
   nodes: int
 
 
-def build(strings: Sequence[np.ndarray], chunk: int = 256) -> Trie:
-  """The prefix trie of ``strings`` (int id arrays), nodes in breadth-first order.
+def padded(strings: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+  """(int64 (m, width) ids, −1 past each end; int64 (m,) lengths) of m id strings."""
+  lengths = np.fromiter(map(len, strings), np.int64, len(strings))
+  width = max(int(lengths.max(initial=0)), 1)
+  out = np.full((len(strings), width), -1, np.int64)
+  out[np.arange(width)[None, :] < lengths[:, None]] = np.fromiter(
+      itertools.chain.from_iterable(strings), np.int64, int(lengths.sum()))
+  return out, lengths
+
+
+def reversed_rows(ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+  """Each row of :func:`padded` ids reversed within its length (−1 past the end)."""
+  columns = lengths[:, None] - 1 - np.arange(ids.shape[1])[None, :]
+  return np.where(columns >= 0, np.take_along_axis(ids, np.maximum(columns, 0), axis=1), -1)
+
+
+def build(strings: Sequence[Sequence[int]], chunk: int = 256) -> Trie:
+  """The prefix trie of id ``strings``, nodes in breadth-first order (see :func:`build_padded`)."""
+  return build_padded(*padded(strings), chunk)
+
+
+def build_padded(ids: np.ndarray, lengths: np.ndarray, chunk: int = 256) -> Trie:
+  """The prefix trie of the m strings of :func:`padded` ids (m, width) of ``lengths`` (m,).
 
   Sorted lexicographically, string m adds the nodes at depths lcp(m−1, m)+1 .. len(m); the node
   at depth d of string m belongs to its owner, the last string m' ≤ m with lcp(m'−1, m') < d. In
@@ -66,15 +89,10 @@ def build(strings: Sequence[np.ndarray], chunk: int = 256) -> Trie:
   nodes up to the first one whose parent is in that step (``np.searchsorted``), at most
   ``chunk``.
   """
-  m = len(strings)
-  lengths = np.array([len(s) for s in strings], np.int64)
-  width = max(int(lengths.max(initial=0)), 1)
-  padded = np.full((m, width), -1, np.int64)
-  for row, s in zip(padded, strings):
-    row[:len(s)] = s
-  order = np.lexsort(padded.T[::-1])
-  padded, lengths = padded[order], lengths[order]
-  same = np.cumprod(padded[1:] == padded[:-1], axis=1).sum(axis=1)
+  m, width = ids.shape
+  order = np.lexsort(ids.T[::-1])
+  ids, lengths = ids[order], lengths[order]
+  same = np.cumprod(ids[1:] == ids[:-1], axis=1).sum(axis=1)
   lcp = np.concatenate([[0], np.minimum(same, np.minimum(lengths[1:], lengths[:-1]))])
   depth = np.arange(1, width + 1)
   # owner[m, d-1]: the string whose node is string m's prefix of length d.
@@ -100,7 +118,7 @@ def build(strings: Sequence[np.ndarray], chunk: int = 256) -> Trie:
   steps = len(starts) - 1
   tokens = np.zeros((steps, chunk), np.int32)
   parents = np.zeros((steps, chunk), np.int32)
-  tokens.reshape(-1)[row - 1] = padded[node_owner, node_depth - 1]
+  tokens.reshape(-1)[row - 1] = ids[node_owner, node_depth - 1]
   parents.reshape(-1)[row - 1] = np.where(parent >= 0, row[parent], 0)
   # An empty string's last node is -1, the root row 0 appended to the rows.
   last = position[lengths, owner[np.arange(m), np.maximum(lengths - 1, 0)]]
@@ -161,13 +179,14 @@ def _bucket(size: int, smallest: int) -> int:
   return bucket
 
 
-def predict_shared(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[np.ndarray], *,
-                   chunk: int = 256) -> jax.Array:
-  """Evaluation-mode logits (m, K) of ``strings`` (int id arrays) for a final- or mean-pooling
+def predict_shared(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[Sequence[int]], *,
+                   chunk: int = 256) -> np.ndarray:
+  """Evaluation-mode logits (m, K) of id ``strings`` for a final- or mean-pooling
   (Bi-)LSTM classifier ``nnx.merge(graphdef, state)``, one cell step per distinct prefix (and
   per distinct suffix for the backward direction).
 
-  Shapes are bucketed (scan steps and strings, :func:`_bucket`) so few programs compile.
+  Shapes are bucketed (scan steps by :func:`_bucket`, strings with them, distinct words to
+  powers of two) so few programs compile.
 
   Raises:
     ValueError: a model that is not an LSTMClassifier with final or mean pooling.
@@ -176,20 +195,22 @@ def predict_shared(graphdef: nnx.GraphDef, state: nnx.State, strings: Sequence[n
   if not isinstance(model, LSTMClassifier) or model.pooling not in SHARED_POOLINGS:
     raise ValueError(f"predict_shared needs an LSTMClassifier with pooling in {SHARED_POOLINGS}; "
                      "use arc_jax.nn.predict for attention pooling.")
-  strings = [np.asarray(s, np.int64) for s in strings]
-  tries = [build(strings, chunk)]
+  ids, lengths = padded(strings)
+  tries = [build_padded(ids, lengths, chunk)]
   if model.bidirectional:
-    tries.append(build([s[::-1] for s in strings], chunk))
+    tries.append(build_padded(reversed_rows(ids, lengths), lengths, chunk))
   steps = _bucket(max(t.tokens.shape[0] for t in tries), 4)
-  m = _bucket(len(strings), 256)
+  # Strings: a quarter of the slots (members have 7 nodes each on average under
+  # [(Del,2),(Sub,2)]), so the string count adds no shapes of its own, or more where needed.
+  m = max(steps * chunk // 4, pow2_at_least(len(strings)))
   pad = lambda a, n: np.pad(a, [(0, n - a.shape[0])] + [(0, 0)] * (a.ndim - 1))
-  lengths = pad(np.array([len(s) for s in strings], np.int32), m)
   distinct, rows = np.unique(np.stack([pad(t.tokens, steps) for t in tries]),
                              return_inverse=True)
   rows = rows.reshape(len(tries), steps, -1).astype(np.int32)
-  logits = _shared_logits(graphdef, state, pad(distinct.astype(np.int32), _bucket(distinct.size,
-                                                                                   64)),
+  logits = _shared_logits(graphdef, state, pad(distinct.astype(np.int32),
+                                               pow2_at_least(max(distinct.size, 256))),
                           tuple(rows), tuple(pad(t.parents, steps) for t in tries),
-                          tuple(pad(t.leaves, m) for t in tries), lengths)
+                          tuple(pad(t.leaves, m) for t in tries),
+                          pad(lengths.astype(np.int32), m))
   chex.assert_shape(logits, (m, model.num_classes))
-  return logits[:len(strings)]
+  return np.asarray(logits)[:len(strings)]  # cut on the host: a device slice compiles per length

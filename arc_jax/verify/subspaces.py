@@ -38,7 +38,9 @@ that their strings cover P's, which the partition of choices gives.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -112,32 +114,40 @@ def count(space: Space, node: SubSpace) -> int:
 def choices(space: Space, node: SubSpace) -> Iterator[tuple[Pick, ...]]:
   """Every application choice of ``node``, as a tuple of picks in window order.
 
-  A depth-first walk with an explicit stack (nested generators would pass every choice up
-  through one frame per position) that steps over each run of positions where keeping the token
-  is the only option in one move.
+  A choice is built pick by pick: from the end i of the last pick, the next pick (j, k, r) may
+  start at any j ≥ i where T_k (with budget left) may start, up to the first position f ≥ i
+  whose token may not be kept (it must be covered by then); the picks so far are a choice of
+  their own when no such f remains. A pick is taken only if the rest of the string still has
+  a choice with the budget left (the counting DP, :func:`_suffix_counts`), so every node of
+  this walk (an explicit stack: nested generators would pass each choice up through one frame
+  per pick) is a choice or leads to one, and the work is proportional to the choices, not to
+  their length.
   """
   n = len(node.keep)
   ts = space.transformations
-  # next_option[i]: the first position j >= i where a transformation may start or the token
-  # may not be kept (n at the end).
-  next_option = [n] * (n + 1)
+  ways, dec = _suffix_counts(space, node)
+  index = {c: r for r, c in enumerate(dec)}
+  forced = [n] * (n + 1)  # forced[i]: the first position >= i that may not be kept
   for i in range(n - 1, -1, -1):
-    optional = node.keep[i] and not any(node.allowed[i][k] and i + t.s <= n
-                                        for k, t in enumerate(ts))
-    next_option[i] = next_option[i + 1] if optional else i
-  stack = [(0, tuple(space.budgets), ())]
+    forced[i] = forced[i + 1] if node.keep[i] else i
+  starts = [[j for j in range(n) if node.allowed[j][k] and j + t.s <= n]
+            for k, t in enumerate(ts)]
+  stack = [(0, tuple(space.budgets), ())] if ways[0][-1] else []
   while stack:
     i, budget, picks = stack.pop()
-    i = next_option[i]
-    if i == n:
+    if forced[i] == n:
       yield picks
-      continue
-    children = [(i + 1, budget, picks)] if node.keep[i] else []
+    children = []
     for k, t in enumerate(ts):
-      if budget[k] and i + t.s <= n:
-        rest = budget[:k] + (budget[k] - 1,) + budget[k + 1:]
-        children += [(i + t.s, rest, picks + ((i, k, r),)) for r in node.allowed[i][k]]
-    stack += reversed(children)  # popped in the order of the recursive walk
+      if not budget[k]:
+        continue
+      rest = budget[:k] + (budget[k] - 1,) + budget[k + 1:]
+      left = index[rest]
+      for j in itertools.takewhile(lambda j: j <= forced[i],
+                                   starts[k][bisect.bisect_left(starts[k], i):]):
+        if ways[j + t.s][left]:
+          children += [(j + t.s, rest, picks + ((j, k, r),)) for r in node.allowed[j][k]]
+    stack += reversed(children)
 
 
 def write(tokens: Sequence[str], picks: Sequence[Pick], space: Space) -> Tokens:

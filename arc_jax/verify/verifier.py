@@ -241,11 +241,10 @@ class _Model:
     """
     if not self.shared or not strings:
       return self.predict_classes(strings)
-    ids = [np.asarray(s, np.int64) for s in strings]
-    size = -(-len(ids) // -(-len(ids) // SHARED_PACK))  # packs of near-equal size
-    packs = [predict_shared(self.model_graphdef, self.model_state, ids[start:start + size])
-             for start in range(0, len(ids), size)]  # all dispatched before any is read
-    logits = np.concatenate([np.asarray(p) for p in packs])
+    size = -(-len(strings) // -(-len(strings) // SHARED_PACK))  # packs of near-equal size
+    logits = np.concatenate([predict_shared(self.model_graphdef, self.model_state,
+                                            strings[start:start + size])
+                             for start in range(0, len(strings), size)])
     top = np.sort(logits, axis=-1)[:, -2:]
     out = np.argmax(logits, axis=-1)
     near = np.flatnonzero(top[:, 1] - top[:, 0] <= TIE * (1 + np.abs(top[:, 1])))
@@ -282,7 +281,7 @@ def _search(model: _Model, tokens: Tokens, label: int, rng: np.random.Generator,
   Returns (status, counterexample, proof leaves, nodes certified, members classified).
   """
   space = model.space
-  root = sub.full(space, tokens)
+  root, ids = sub.full(space, tokens), model.ids(tokens)
   window = _choose_window(space, root, window_rule)
   # The root was certified (and failed) already: start from its children.
   stack = ([root] if window is None or sub.count(space, root) <= enumerate_below
@@ -303,12 +302,12 @@ def _search(model: _Model, tokens: Tokens, label: int, rng: np.random.Generator,
         small.append((node, size))
       else:
         large.append((node, size))
-    strings = [s for node, _ in small for s in sub.members(space, tokens, node)]
+    strings = [s for node, _ in small for s in sub.members(space, ids, model.id_node(node))]
     if strings:
       classified += len(strings)
-      wrong = np.flatnonzero(model.classify([model.ids(s) for s in strings]) != label)
+      wrong = np.flatnonzero(model.classify(strings) != label)
       if len(wrong):
-        return NOT_ROBUST, strings[wrong[0]], [], certified_nodes, classified
+        return NOT_ROBUST, model.words(strings[wrong[0]]), [], certified_nodes, classified
       leaves += [leaf(node, "enumerated", size) for node, size in small]
     if not large:
       continue
