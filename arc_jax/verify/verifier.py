@@ -109,6 +109,8 @@ class Verdict:
     nodes_certified: sub-spaces sent to the DP, the root included.
     members_classified: strings classified concretely (attacks and enumeration).
     choices: number of application choices of S(x).
+    seconds: the verification's running time (over all its resumed parts) when this verdict
+      was reached.
   """
 
   status: str
@@ -118,6 +120,7 @@ class Verdict:
   nodes_certified: int
   members_classified: int
   choices: int
+  seconds: float = 0.0
 
   def to_record(self) -> dict[str, Any]:
     """Every field, JSON-ready (a :class:`~arc_jax.attacks.Journal` line)."""
@@ -144,7 +147,7 @@ class VerifyResult:
 
   Attributes:
     verdicts: one :class:`Verdict` per example.
-    seconds: the wall time of :func:`verify`.
+    seconds: the wall time of :func:`verify`, with that of the earlier parts a journal resumed.
     certificates: the DP's certificates of every example on all of S(x) (what
       :func:`arc_jax.certify.certify` computes in the same domain), with ``certified``,
       ``margins``, ``logits_lo``, ``logits_hi`` and ``clean_logits`` as there; computed on first
@@ -444,10 +447,12 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     for i, verdict in restored.items():
       verdicts[i] = verdict
   written = [v is not None for v in verdicts]
+  earlier = max((v.seconds for v in verdicts if v is not None), default=0.0)
 
   def settle(i, status, stage, counterexample=None, proof=()):
     verdicts[i] = Verdict(status, stage, counterexample, tuple(proof), int(certified_nodes[i]),
-                          int(classified[i]), choices[i])
+                          int(classified[i]), choices[i],
+                          round(earlier + time.perf_counter() - tic, 3))
 
   def record() -> None:
     """Writes the verdicts reached since the last call to the journal."""
@@ -510,5 +515,5 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     classified[i] += members
     settle(i, status, "search", counterexample, proof)
     record()
-  return VerifyResult(tuple(verdicts), time.perf_counter() - tic,
+  return VerifyResult(tuple(verdicts), earlier + time.perf_counter() - tic,
                       functools.partial(dp, sentences, labels, vocab))
