@@ -72,17 +72,20 @@ class Decided:
   predicted: int
   seconds: float
 
-  def to_record(self) -> dict[str, Any]:
-    """The JSON-ready line of this outcome (:class:`Journal`'s format)."""
-    return {**dataclasses.asdict(self), "counterexample": None if self.counterexample is None
-            else to_json(self.counterexample)}
 
-  @classmethod
-  def from_record(cls, record: dict[str, Any]) -> "Decided":
-    """The outcome :meth:`to_record` wrote."""
-    counterexample = record["counterexample"]
-    return cls(**{**record, "counterexample": None if counterexample is None
-                  else from_json(counterexample)})
+def to_record(outcome) -> dict[str, Any]:
+  """A search's outcome (a dataclass with a ``counterexample`` member or None) as a JSON-ready
+  journal line."""
+  return {**dataclasses.asdict(outcome), "counterexample": None if outcome.counterexample is None
+          else to_json(outcome.counterexample)}
+
+
+def from_record(outcome: type, record: dict[str, Any]):
+  """The ``outcome`` that :func:`to_record` wrote (its JSON lists back to tuples)."""
+  values = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()}
+  counterexample = record["counterexample"]
+  return outcome(**{**values, "counterexample": None if counterexample is None
+                    else from_json(counterexample)})
 
 
 class Journal:
@@ -107,8 +110,8 @@ class Journal:
     """The examples an earlier search with the same key decided (example index → outcome);
     an empty dict after (re)starting the file for this key.
 
-    ``outcome``: the search's outcome type, read back with its ``from_record(dict)`` (and
-    written with its ``to_record()``): :class:`Decided` for EX, the complete verifier's
+    ``outcome``: the search's outcome type, a dataclass with a ``counterexample`` field
+    (:func:`from_record`): :class:`Decided` for EX, the complete verifier's
     :class:`arc_jax.verify.Verdict`.
     """
     key = json.loads(json.dumps({**self.key, **search_key}))
@@ -127,7 +130,7 @@ class Journal:
             continue
           kept.append(line)
           index = record.pop("index")
-          decided[index] = outcome.from_record(record)
+          decided[index] = from_record(outcome, record)
         # Without the cut line, so that the next line appended starts a line of its own;
         # replaced in one step, so that a kill now loses nothing.
         rewritten = self.path.with_name(self.path.name + ".tmp")
@@ -145,7 +148,7 @@ class Journal:
 
   def append(self, decided: Iterable[tuple[int, Any]]) -> None:
     """Appends outcomes (flushed when this returns)."""
-    lines = [json.dumps({"index": int(i), **d.to_record()}) + "\n" for i, d in decided]
+    lines = [json.dumps({"index": int(i), **to_record(d)}) + "\n" for i, d in decided]
     if lines:
       with self.path.open("a") as file:
         file.writelines(lines)

@@ -122,18 +122,6 @@ class Verdict:
   choices: int
   seconds: float = 0.0
 
-  def to_record(self) -> dict[str, Any]:
-    """Every field, JSON-ready (a :class:`~arc_jax.attacks.Journal` line)."""
-    return {**dataclasses.asdict(self), "counterexample": None if self.counterexample is None
-            else list(self.counterexample)}
-
-  @classmethod
-  def from_record(cls, record: dict[str, Any]) -> "Verdict":
-    """The verdict :meth:`to_record` wrote."""
-    counterexample = record["counterexample"]
-    return cls(**{**record, "proof": tuple(record["proof"]),
-                  "counterexample": None if counterexample is None else tuple(counterexample)})
-
   def to_json(self) -> dict[str, Any]:
     return {"status": self.status, "stage": self.stage,
             "counterexample": None if self.counterexample is None else list(self.counterexample),
