@@ -87,6 +87,38 @@ def test_delta_table_matches_the_verifier_runs():
     assert int(row[8].rstrip(" s").replace(",", "")) == round(exact["seconds"])
 
 
+ORDINARY_RUNS = {"Normal LSTM": "normal_lstm", "Normal Bi-LSTM": "normal_bilstm"}
+
+
+def test_exact_table_of_ordinary_models_matches_the_verifier_runs():
+  """docs/HOW_IT_WORKS.md's exact robustness of the Normal LSTM (δ = 1..5 on both spaces) and
+  Bi-LSTM (δ = 3), the rows done so far: each cell is its committed evaluation's, which has its
+  per-example file."""
+  rows = _table_rows((ROOT / "docs" / "HOW_IT_WORKS.md").read_text(), "| model | space | δ |")
+  listed = {(row[0], row[1].strip("`")) for row in rows}
+  planned = {*(("Normal LSTM", f"[({kind},{d}),(Sub,{d})]") for kind in ("Del", "Ins")
+               for d in range(1, 6)),
+             *(("Normal Bi-LSTM", f"[({kind},3),(Sub,3)]") for kind in ("Del", "Ins"))}
+  assert {("Normal LSTM", f"[({kind},{d}),(Sub,{d})]") for kind in ("Del", "Ins")
+          for d in range(1, 3)} <= listed <= planned
+  for row in rows:
+    run, spec = ORDINARY_RUNS[row[0]], row[1].strip("`")
+    assert int(row[2]) == int(re.search(r"(\d+)\)\]$", spec).group(1))
+    records = [r for r in _evaluations(run, spec) if set(r["metrics"]) == {"acc", "cf", "exact"}]
+    assert len(records) == 1, (run, spec)
+    record = records[0]
+    assert int(row[3].replace(",", "")) == record["space_size"]["max"]
+    for cell, metric in zip(row[4:7], ("acc", "cf", "exact")):
+      assert float(cell.split()[0]) == round(100 * record["metrics"][metric]["value"], 1)
+    exact = record["metrics"]["exact"]
+    assert int(row[7]) == exact["unknowns"]
+    if exact["unknowns"]:
+      upper = round(100 * (exact["count"] + exact["unknowns"]) / exact["total"], 1)
+      assert f"(≤ {upper})" in row[6]
+    assert int(row[8].rstrip(" s").replace(",", "")) == round(exact["seconds"])
+    assert per_example.read(RESULTS / run / "eval" / record["per_example_file"])["exact"]
+
+
 @pytest.mark.parametrize("delta", [3, 4, 5])
 def test_no_enumeration_beyond_delta_two(delta):
   """The docs say EX is not run from δ = 3 on; the committed files agree."""
