@@ -264,15 +264,17 @@ def _choose_window(space: Space, node: sub.SubSpace, rule: str) -> tuple[int, in
   return min(windows, key=largest)
 
 
-def _search(model: _Model, tokens: Tokens, label: int, rng: np.random.Generator, *,
+def _search(model: _Model, tokens: Tokens, ids: tuple[int, ...], label: int,
+            rng: np.random.Generator, *,
             window_rule: str, blocks: int, enumerate_below: int, max_nodes: int
             ) -> tuple[str, Tokens | None, list[dict], int, int]:
-  """Branch and bound on one example whose root was neither certified nor refuted.
+  """Branch and bound on one example (``tokens``, their word ``ids``) whose root was neither
+  certified nor refuted.
 
   Returns (status, counterexample, proof leaves, nodes certified, members classified).
   """
   space = model.space
-  root, ids = sub.full(space, tokens), model.ids(tokens)
+  root = sub.full(space, tokens)
   window = _choose_window(space, root, window_rule)
   # The root was certified (and failed) already: start from its children.
   stack = ([root] if window is None or sub.count(space, root) <= enumerate_below
@@ -497,7 +499,7 @@ def verify(model: LSTMClassifier, space: Space, sentences: Sequence[Sequence[str
     record()
   for i in [i for i in range(n) if verdicts[i] is None]:
     status, counterexample, proof, nodes, members = _search(
-        model, sentences[i], int(labels[i]), rng, window_rule=window_rule, blocks=blocks,
+        model, sentences[i], ids[i], int(labels[i]), rng, window_rule=window_rule, blocks=blocks,
         enumerate_below=enumerate_below, max_nodes=max_nodes)
     certified_nodes[i] += nodes
     classified[i] += members
