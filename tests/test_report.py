@@ -94,3 +94,32 @@ def test_intervals_and_paired_tests_from_per_example_tables(tmp_path, capsys):
   assert "| 87.5 [52.9, 97.8] |" in out  # Wilson's 95% interval of 7 / 8
   # ARC certifies 6 examples the baseline does not, the baseline none ARC does not: 2 / 2^6.
   assert "| arc | normal (normal) | CF | 6 | 0 | 0.0312 |" in out
+
+
+def test_verifier_results_show_their_exact_rate_and_its_upper_end(tmp_path, capsys):
+  """A results file of the complete verifier alone (metrics {"exact"}) is a row with its
+  numbers, not dashes; sentences left unknown give the upper end."""
+  exact = {"value": 0.7, "count": 7, "total": 10, "proofs": 7, "unknowns": 2,
+           "counterexamples": 1}
+  write_run(tmp_path / "arc", {"method": "arc"},
+            {"test_Ins5Sub5_exact.json": {"space": "[(Ins,5),(Sub,5)]", "split": "test",
+                                          "metrics": {"exact": exact}},
+             "test_Ins3Sub3_exact.json": {"space": "[(Ins,3),(Sub,3)]", "split": "test",
+                                          "metrics": {"exact": {**exact, "unknowns": 0}}}})
+  assert report.main([str(tmp_path / "arc")]) == 0
+  lines = capsys.readouterr().out.splitlines()
+  assert "| Acc | HF | CF | EX | exact |" in lines[0]
+  assert "| – | – | – | – | 70.0 | –" in lines[2]  # test_Ins3Sub3_exact.json
+  assert "| – | – | – | – | 70.0 (≤ 90.0) | –" in lines[3]
+
+
+def test_every_committed_verifier_file_has_numbers_in_the_report(capsys):
+  """No results file of results/ is a row of dashes (issue 45: the verifier's were)."""
+  results = Path(__file__).resolve().parents[1] / "results"
+  folders = sorted(p for p in results.iterdir() if (p / "config.json").exists())
+  assert report.main([str(f) for f in folders]) == 0
+  rows = capsys.readouterr().out.splitlines()[2:]
+  assert any("_exact.json" in row for row in rows)
+  for row in rows:
+    measured = [cell.strip() for cell in row.split("|")[6:11]]
+    assert set(measured) != {"–"}, row

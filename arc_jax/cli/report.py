@@ -4,7 +4,8 @@
 Every folder (default: each folder of ``results/`` in the working directory) that holds a run's ``config.json`` and
 evaluation results (``evaluate.py``'s ``<split>_<space>*.json``, in ``eval/`` or, for runs kept
 before their models were, beside ``config.json``) gives one row per results file:
-the model, the training method, the space and the measured Acc / HF / CF / EX in percent, next to
+the model, the training method, the space and the measured Acc / HF / CF / EX and the complete
+verifier's exact robust accuracy in percent (``71.0 (≤ 71.3)`` when it left sentences unknown), next to
 reference numbers for the same model, method and space where ``--paper FILE`` has them (a Python
 file whose ``TABLES_2_3`` maps (model, method, space key) to (Acc, HF, CF, EX) in percent; the
 paper's are ``experiments/paper.py``, which ``python experiments/report.py`` passes by default). The table is
@@ -26,6 +27,8 @@ from arc_jax.cli import common
 RESULTS = Path("results")
 METRICS = ("acc", "hf", "cf", "ex")
 HEADER = ("Acc", "HF", "CF", "EX")
+COLUMNS = (*METRICS, "exact")
+"""The measured columns: the paper's four metrics and the complete verifier's ``exact``."""
 
 def space_key(spec: str) -> str:
   """Order-free key of a space spec: ``"[(Sub,2), (Del,2)]"`` → ``"Del2Sub2"`` (Dup → Ins)."""
@@ -62,6 +65,15 @@ def _percent(metric: dict | None, intervals: bool = False) -> str:
   return f"{100 * metric['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
+def _exact(metric: dict | None, intervals: bool = False) -> str:
+  """The verifier's rate (:func:`_percent`), then its upper end ``(≤ ...)`` when sentences were
+  left unknown: the proofs plus the unknowns."""
+  if not metric or not metric.get("unknowns"):
+    return _percent(metric, intervals)
+  upper = (metric["count"] + metric["unknowns"]) / metric["total"]
+  return f"{_percent(metric, intervals)} (≤ {100 * upper:.1f})"
+
+
 def load_paper(path: Path) -> dict:
   """The reference table ``TABLES_2_3`` of the Python file at ``path`` (see the module's doc)."""
   spec = importlib.util.spec_from_file_location(f"_paper_table_{Path(path).stem}", path)
@@ -88,7 +100,7 @@ def rows(folder: Path, paper: dict | None = None) -> list[dict]:
     out.append({"run": folder.name, "file": path.name, "model": key[0], "method": key[1],
                 "space": results["space"], "split": results["split"],
                 "first": results.get("first"), "path": path,
-                "measured": {m: metrics.get(m) for m in METRICS},
+                "measured": {m: metrics.get(m) for m in COLUMNS},
                 "paper": (paper or {}).get(key)})
   return out
 
@@ -96,10 +108,11 @@ def rows(folder: Path, paper: dict | None = None) -> list[dict]:
 def markdown(table: list[dict], intervals: bool = False) -> str:
   """The rows as a markdown table (rates with 95% Wilson intervals when ``intervals``)."""
   lines = ["| run (file) | model | method | space | split | " + " | ".join(HEADER)
-           + " | paper " + " / ".join(HEADER) + " |",
-           "|" + "---|" * (5 + len(HEADER) + 1)]
+           + " | exact | paper " + " / ".join(HEADER) + " |",
+           "|" + "---|" * (5 + len(HEADER) + 2)]
   for row in table:
     measured = [_percent(row["measured"][m], intervals) for m in METRICS]
+    measured.append(_exact(row["measured"]["exact"], intervals))
     paper = " / ".join("–" if v is None else f"{v:.1f}" for v in row["paper"]) if row[
         "paper"] else "–"
     lines.append(f"| {row['run']} ({row['file']}) | {row['model']} | {row['method']} | "
@@ -123,7 +136,7 @@ def paired(table: list[dict]) -> list[dict]:
       mine, theirs = per_example.read(arc["path"]), per_example.read(other["path"])
       if mine["id"] != theirs["id"]:
         continue
-      for m in METRICS:
+      for m in COLUMNS:
         if m in mine and m in theirs:
           out.append({"model": arc["model"], "space": arc["space"], "split": arc["split"],
                       "arc": arc["run"], "other": other["run"], "method": other["method"],
