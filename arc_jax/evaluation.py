@@ -60,6 +60,7 @@ from arc_jax.train.families.tree import TREE
 from arc_jax.train.export import has_exported_model, has_kept_data, load_kept_data, load_model
 from arc_jax.train.steps import (config_optimizer, init_state, trained_embedding_scale,
                                   zero_totals)
+from arc_jax.verify import DEFAULT_WINDOW_RULE
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
                  max_candidates: int | None = None, exhaustive_batch_size: int = 256,
                  beam: int = 5, first: int | None = None, progress: bool = True,
                  mesh: Mesh | None = None, exact_max_nodes: int = 4096,
+                 exact_window_rule: str = DEFAULT_WINDOW_RULE,
                  resume: bool = False, domain: str = domains.DEFAULT,
                  domain_settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
   """Evaluates a run's checkpoint; returns the JSON-ready results.
@@ -201,6 +203,8 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     mesh: the data mesh; default all devices.
     exact_max_nodes: sub-spaces the ``exact`` search may certify per example before it
       reports the example unknown.
+    exact_window_rule: where the ``exact`` search splits (:data:`arc_jax.verify.WINDOW_RULES`;
+      recorded in the results as ``window_rule``).
     resume: ``ex`` and ``exact`` write each example to ``<results file>`` +
       :data:`PROGRESS_FILES` (next to :func:`results_path`) as soon as it is decided, and an
       evaluation with the same
@@ -310,7 +314,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
   context = metric_registry.Context(
       experiment=experiment, params=params, split=split, flags={}, shortcut=shortcut, beam=beam,
       exhaustive_batch_size=exhaustive_batch_size, exact_max_nodes=exact_max_nodes,
-      progress=progress, journals=journals, domain=abstract)
+      exact_window_rule=exact_window_rule, progress=progress, journals=journals, domain=abstract)
   sizes = metric_registry.space_sizes(context)
   results.update({key: summary(context) for key, summary in metric_registry.SUMMARIES.items()},
                  space_size=metric_registry.summarize_space_sizes(sizes),

@@ -34,7 +34,7 @@ from arc_jax.data import num_batches
 from arc_jax.train.objectives import certify_rows, classify_rows
 from arc_jax.train.progress import eval_bar
 from arc_jax.train.steps import RowMetrics, RowsFn, evaluate_split, make_eval_step
-from arc_jax.verify import NOT_ROBUST, UNKNOWN, verify
+from arc_jax.verify import DEFAULT_WINDOW_RULE, NOT_ROBUST, UNKNOWN, verify
 
 if TYPE_CHECKING:
   from arc_jax.domain import Domain
@@ -56,6 +56,8 @@ class Context:
     beam: HotFlip beam width of ``hf``.
     exhaustive_batch_size: rows per predictor call in ``ex``.
     exact_max_nodes: sub-spaces ``exact`` may certify per example before it gives up.
+    exact_window_rule: where ``exact`` splits an uncertified sub-space
+      (:data:`arc_jax.verify.WINDOW_RULES`).
     progress: progress bars.
     journals: metric name → where that metric (``ex``, ``exact``) keeps the examples it has
       decided, and resumes from (:mod:`arc_jax.attacks.journal`); a metric without one keeps
@@ -71,6 +73,7 @@ class Context:
   beam: int = 5
   exhaustive_batch_size: int = 256
   exact_max_nodes: int = 4096
+  exact_window_rule: str = DEFAULT_WINDOW_RULE
   progress: bool = True
   journals: dict[str, Journal] = dataclasses.field(default_factory=dict)
   domain: Domain = interval.SOUND
@@ -192,12 +195,13 @@ def exact(context: Context) -> Outcome:
   data = experiment.splits[context.split]
   verdicts = verify(experiment.model(context.params), experiment.space, data.tokens,
                     data.labels, experiment.data.vocab,
-                    max_nodes=context.exact_max_nodes,
+                    max_nodes=context.exact_max_nodes, window_rule=context.exact_window_rule,
                     min_replacement_slots=experiment.builder.min_replacement_slots,
                     domain=context.domain, journal=context.journals.get("exact"))
   summary = verdicts.summary()
   return Outcome(verdicts.robust, {
       "seconds": summary.pop("seconds"), **summary, "max_nodes": context.exact_max_nodes,
+      "window_rule": context.exact_window_rule,
       "unknown_indices": np.flatnonzero(verdicts.flags(UNKNOWN)).tolist()},
       {"exact_refuted": verdicts.flags(NOT_ROBUST)})
 

@@ -1,7 +1,7 @@
 """Exact robustness of a trained run: the complete verifier against enumeration, one JSON line.
 
     python benchmarks/verify_vs_enumeration.py --workdir RUN [--space SPEC] [--limit 200]
-        [--window-rule last] [--blocks 1] [--enumerate-below 8192] [--max-nodes 4096]
+        [--window-rule first] [--blocks 1] [--enumerate-below 8192] [--max-nodes 4096]
         [--no-ex] [--passes 3] [--domain interval|linear_step]
 
 On the first ``limit`` test sentences of the run's checkpoint, times :func:`arc_jax.verify.verify`
@@ -32,7 +32,7 @@ from arc_jax.attacks import exhaustive_robustness
 from arc_jax.certify import certify
 from arc_jax.evaluation import restore_run
 from arc_jax.nn import predict
-from arc_jax.verify import NOT_ROBUST, ROBUST, UNKNOWN, WINDOW_RULES, verify
+from arc_jax.verify import DEFAULT_WINDOW_RULE, NOT_ROBUST, ROBUST, UNKNOWN, WINDOW_RULES, verify
 from linear_step_cf import DOMAINS
 
 
@@ -41,7 +41,7 @@ def main() -> None:
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--space", help="default: the run's space")
   parser.add_argument("--limit", type=int, default=200)
-  parser.add_argument("--window-rule", choices=WINDOW_RULES, default="last")
+  parser.add_argument("--window-rule", choices=WINDOW_RULES, default=DEFAULT_WINDOW_RULE)
   parser.add_argument("--blocks", type=int, default=1)
   parser.add_argument("--enumerate-below", type=int, default=8192)
   parser.add_argument("--max-nodes", type=int, default=4096)

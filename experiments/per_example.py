@@ -53,6 +53,8 @@ def reevaluate(path: pathlib.Path) -> dict:
   options = {"beam": metrics["hf"]["beam"]} if "hf" in metrics else {}
   if "exact" in metrics and "max_nodes" in metrics["exact"]:
     options["exact_max_nodes"] = metrics["exact"]["max_nodes"]
+  if "exact" in metrics:  # files from before the rule was recorded were searched by "last"
+    options["exact_window_rule"] = metrics["exact"].get("window_rule", "last")
   shortcut = metrics.get("ex", {}).get("shortcut", True)
   tic = time.perf_counter()
   fresh = evaluate_run(run, space=committed["space"], split=committed["split"],

@@ -125,10 +125,11 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   # first 16 sentences: each sub-space shape it certifies is one more compilation, and
   # tests/verify covers the verifier itself.
   assert evaluate.main(["--workdir", str(run), "--metrics", "ex,exact", "--first", "16",
-                        "--no-progress"]) == 0
+                        "--exact-window-rule", "balanced", "--no-progress"]) == 0
   exact_file = run / "eval" / "test_first16_Del2Sub2_cf_ex_exact.json"
   exact = json.loads(exact_file.read_text())["metrics"]
   assert exact["exact"]["unknowns"] == 0 and exact["ex"]["total"] == 16
+  assert exact["exact"]["window_rule"] == "balanced"  # recorded, as per_example.py reruns it
   assert exact["exact"]["count"] == exact["exact"]["proofs"] == exact["ex"]["count"]
   assert exact["exact"]["proofs"] + exact["exact"]["counterexamples"] == 16
   # A new metric is one registry entry: chosen by name, computed after the metrics it needs

@@ -95,7 +95,8 @@ class Journal:
   e.g. a hash of the parameters, the data, split, space and lexicon, and the search's own:
   labels, certificates, shortcut). It names no path, so a run directory moved to another
   machine (with its progress file) resumes there. A file with another key belongs to another
-  search (another checkpoint, space, ...): :meth:`start` replaces it and logs what differs.
+  search (another checkpoint, space, ...): :meth:`start` moves it to ``path`` + ``.replaced``
+  (replacing an older one there), starts the file afresh and logs what differs.
 
   Args:
     path: the file (its folder is created on the first write).
@@ -139,9 +140,13 @@ class Journal:
         logger.info("Resuming the search from %s: %d examples already decided.",
                     self.path, len(decided))
         return decided
-      logger.warning("%s holds the progress of another search (%s); starting over "
-                     "for this one.", self.path,
-                     {k: v for k, v in (stored or {}).items() if key.get(k) != v})
+      # Kept aside, not overwritten: hours of an older search (e.g. under a setting whose
+      # default changed since) come back by moving the file back and searching as it did.
+      kept_aside = self.path.with_name(self.path.name + ".replaced")
+      self.path.replace(kept_aside)
+      logger.warning("%s holds the progress of another search (%s); starting over for this "
+                     "one, the other's progress moved to %s.", self.path,
+                     {k: v for k, v in (stored or {}).items() if key.get(k) != v}, kept_aside)
     self.path.parent.mkdir(parents=True, exist_ok=True)
     self.path.write_text(json.dumps(key) + "\n")
     return {}

@@ -30,6 +30,8 @@ from arc_jax.cli import common
 
 # The names of arc_jax.metrics.METRICS written out (tests/cli checks them): --help starts no JAX.
 METRICS_HELP = "comma-separated subset of acc,cf,ex,hf,exact (default: the model's, all but exact)"
+# arc_jax.verify.WINDOW_RULES and DEFAULT_WINDOW_RULE, written out for the same reason.
+WINDOW_RULES, DEFAULT_WINDOW_RULE = ("first", "last", "balanced"), "first"
 
 
 def domains_help() -> str:
@@ -74,6 +76,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="HotFlip beam width of hf: candidates per example (default 5)")
   parser.add_argument("--exact-max-nodes", type=int, default=4096,
                       help="exact: sub-spaces certified per example before it is unknown")
+  parser.add_argument("--exact-window-rule", choices=WINDOW_RULES, default=DEFAULT_WINDOW_RULE,
+                      help="exact: where the search splits an uncertified sub-space (default "
+                      f"{DEFAULT_WINDOW_RULE}; results made before it was recorded used last)")
   parser.add_argument("--domain", default=domains.DEFAULT, metavar="NAME",
                       help="the abstract domain CF and exact certify in (default "
                       f"{domains.DEFAULT}; the registered domains are listed below)")
@@ -135,6 +140,7 @@ def main(argv=None) -> int:
           checkpoint=args.checkpoint, synonyms=args.synonyms,
           max_candidates=args.max_candidates, exhaustive_batch_size=args.exhaustive_batch_size,
           beam=args.beam, first=args.first, exact_max_nodes=args.exact_max_nodes,
+          exact_window_rule=args.exact_window_rule,
           resume=args.resume, domain=args.domain,
           domain_settings=domain_settings(args.domain_setting),
           progress=not args.no_progress and jax.process_index() == 0), 0

@@ -361,10 +361,18 @@ def test_a_stopped_search_resumes_from_its_journal(tmp_path):
   assert resumed_counter.rows < counter.rows  # the decided examples are not classified again
   # Every example is in the journal now; a search with another key starts it over.
   assert len(path.read_text().splitlines()) == 1 + len(sentences)
+  complete = path.read_text()
   other = exhaustive_robustness(keyword_logits, space, sentences, labels, VOCAB, batch_size=4,
                                 certified=[True] * len(sentences),
                                 journal=Journal(path, {"model": "keyword"}))
   assert other.resumed == 0 and json.loads(path.read_text().splitlines()[0])["model"] == "keyword"
+  # The replaced search's progress is kept aside, whole, and resumes once moved back.
+  aside = path.with_name(path.name + ".replaced")
+  assert aside.read_text() == complete
+  aside.replace(path)
+  back = exhaustive_robustness(keyword_logits, space, sentences, labels, VOCAB, batch_size=4,
+                               journal=Journal(path, {"model": "keyword"}))
+  assert back.resumed == len(sentences)
   again = exhaustive_robustness(keyword_logits, space, sentences, labels, VOCAB, batch_size=4,
                                 journal=Journal(path, {"model": "another"}))
   assert again.resumed == 0

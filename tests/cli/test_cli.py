@@ -229,12 +229,16 @@ def test_help_texts_written_out_name_every_registered_choice():
   registries = subprocess.run([sys.executable, "-c", """if True:
       import json
       from arc_jax.metrics import METRICS
-      print(json.dumps({"metrics": list(METRICS)}))"""],
+      from arc_jax.verify import DEFAULT_WINDOW_RULE, WINDOW_RULES
+      print(json.dumps({"metrics": list(METRICS), "rules": [WINDOW_RULES, DEFAULT_WINDOW_RULE]}))"""],
       capture_output=True, text=True, check=True, cwd=REPO).stdout
-  from arc_jax.cli.evaluate import METRICS_HELP
-  for field, names in json.loads(registries.splitlines()[-1]).items():
-    assert names and all(re.search(rf"\b{name}\b", METRICS_HELP) for name in names), (
-        field, METRICS_HELP, names)
+  from arc_jax.cli import evaluate
+  registered = json.loads(registries.splitlines()[-1])
+  names = registered["metrics"]
+  assert names and all(re.search(rf"\b{name}\b", evaluate.METRICS_HELP) for name in names), (
+      evaluate.METRICS_HELP, names)
+  rules, default = registered["rules"]
+  assert (list(evaluate.WINDOW_RULES), evaluate.DEFAULT_WINDOW_RULE) == (rules, default)
 
 
 SCRIPTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
