@@ -58,6 +58,13 @@ def learning_curves(metrics_path, output, title: str | None = None) -> Path:
   return _save(fig, output)
 
 
+def line_label(series: str, metric: str, n_series: int, n_metrics: int) -> str:
+  """A line's legend entry: the series (a model or method) unless it is the only one and the
+  figure draws several metrics, then the metric unless it is the only one (the title names it)."""
+  parts = [series] if n_series > 1 or n_metrics == 1 else []
+  return " ".join(parts + ([METRIC_LABELS[metric]] if n_metrics > 1 else []))
+
+
 def robustness_vs_delta(series: dict[str, dict[int, dict[str, float]]], metrics: Sequence[str],
                         output, title: str, sizes: dict[int, float] | None = None) -> Path:
   """Metric (percent) against δ, one line per (series, metric).
@@ -75,7 +82,7 @@ def robustness_vs_delta(series: dict[str, dict[int, dict[str, float]]], metrics:
     for metric in metrics:
       xs = sorted(d for d in points if metric in points[d])
       if xs:
-        name = METRIC_LABELS[metric] if len(series) == 1 else f"{label} {METRIC_LABELS[metric]}"
+        name = line_label(label, metric, len(series), len(metrics))
         line, = ax.plot(xs, [points[d][metric] for d in xs], marker="o", label=name)
         upper = f"{metric}_upper"  # the verifier's unknowns: the true value lies in the band
         if all(upper in points[d] for d in xs):

@@ -273,6 +273,19 @@ def paired_markdown(tests: list[dict]) -> str:
   return "\n".join(lines) + "\n"
 
 
+def arc_a3t_series(all_cells: list[Cell], first: str) -> dict[str, dict[int, dict[str, float]]]:
+  """Row (method) → δ → :func:`measured` of the ARC-A3T cells on ``[(first,δ),(Sub,δ)]``, in any
+  order of the spec: δ = 2 is the ARC-A3T table's column (``[(Sub,2),(Ins,2)]``), δ = 1 and 3
+  the figures' cells."""
+  series: dict[str, dict[int, dict[str, float]]] = {}
+  for cell in (c for c in all_cells if c.table in ("ARC-A3T table", "ARC-A3T figures")):
+    match = re.fullmatch(rf"{first}(\d)Sub\1", space_key(cell.column))
+    values = measured(cell) if match else None
+    if values:
+      series.setdefault(cell.row, {})[int(match.group(1))] = values
+  return series
+
+
 def figures(all_cells: list[Cell]) -> list[Path]:
   """The δ figure, the ARC-A3T δ figures and every kept run's learning curves, from the JSON."""
   import plots  # noqa: PLC0415  (matplotlib only for the figures)
@@ -293,14 +306,7 @@ def figures(all_cells: list[Cell]) -> list[Path]:
         {"ARC LSTM": delta_points}, ("acc", "hf", "exact", "ex", "cf"), FIGURES / "delta.png",
         "ARC LSTM trained on [(Ins,2),(Sub,2)], tested on [(Ins,δ),(Sub,δ)]", sizes or None))
   for first in ("Del", "Ins"):
-    series: dict[str, dict[int, dict[str, float]]] = {}
-    for cell in all_cells:
-      if cell.table not in ("ARC-A3T table", "ARC-A3T figures"):
-        continue
-      match = re.fullmatch(rf"\[\({first},(\d)\),\(Sub,\1\)\]", cell.column.replace(" ", ""))
-      values = measured(cell)
-      if match and values:
-        series.setdefault(cell.row, {})[int(match.group(1))] = values
+    series = arc_a3t_series(all_cells, first)
     for metric in ("ex", "cf"):  # a line needs two δs
       if any(sum(metric in v for v in points.values()) > 1 for points in series.values()):
         written.append(plots.robustness_vs_delta(

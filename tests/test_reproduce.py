@@ -268,3 +268,23 @@ def test_the_model_card_is_written_again_after_new_evaluations(tmp_path, monkeyp
   monkeypatch.setattr(reproduce.runs, "find_result", lambda evaluation: "found")
   assert reproduce.process_run(run, [evaluation], tmp_path, tmp_path / "log", False) == []
   assert calls == []
+
+
+def test_arc_a3t_figures_have_every_method_at_every_delta_done():
+  """The ARC-A3T figures' lines: every method's row, δ = 2 from the table's column in either
+  order of the spec ([(Sub,2),(Ins,2)] too), δ = 1 and 3 from the figures' cells; each line is
+  labelled with its method (issue 45: the Ins figures skipped δ = 2, one line had no label)."""
+  tables = load_script("readme_tables")
+  plots = load_script("plots")
+  cells = reproduce.cells()
+  for first in ("Del", "Ins"):
+    series = tables.arc_a3t_series(cells, first)
+    done = {c.row for c in cells if c.table in ("ARC-A3T table", "ARC-A3T figures")
+            and first in c.column and tables.measured(c)}
+    assert set(series) == done and "LSTM arc" in series
+    assert sorted(series["LSTM arc"]) == [1, 2, 3], first
+    assert all({"cf", "ex"} <= set(values) for values in series["LSTM arc"].values())
+  assert plots.line_label("LSTM arc", "ex", 1, 1) == "LSTM arc"  # the only line is named
+  assert plots.line_label("LSTM arc", "ex", 3, 1) == "LSTM arc"
+  assert plots.line_label("ARC LSTM", "cf", 1, 5) == "CF Acc"  # the δ figure: one model
+  assert plots.line_label("ARC LSTM", "cf", 2, 2) == "ARC LSTM CF Acc"
