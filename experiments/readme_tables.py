@@ -286,6 +286,37 @@ def arc_a3t_series(all_cells: list[Cell], first: str) -> dict[str, dict[int, dic
   return series
 
 
+WALL_TIME_TABLES = ("Table 2", "Table 3", "Table 4")
+"""The tables whose cells' evaluation wall times :func:`wall_times_markdown` lists."""
+
+
+def _seconds(metric: dict | None) -> str:
+  """``52 s``, with EX's enumerated examples: ``52 s (1,288)``; ``–`` if not measured."""
+  if metric is None or "seconds" not in metric:
+    return "–"
+  enumerated = f" ({metric['enumerated']:,})" if "enumerated" in metric else ""
+  return f"{metric['seconds']:,.1f} s{enumerated}"
+
+
+def wall_times_markdown(selected: list[Cell]) -> str:
+  """The table "Evaluation wall times": the ``seconds`` each metric of a done cell of
+  :data:`WALL_TIME_TABLES` took, as the results file :func:`sources` reads records them."""
+  lines = ["### Evaluation wall times", "", textwrap.fill(
+      "The seconds each metric took, as its results file records them, on the 2-core CPU "
+      "shared with other jobs unless *How they were made* says otherwise (so at most what the "
+      "evaluation alone needs); a metric resumed from its progress file counts every part. In "
+      "brackets, the examples EX enumerated: the correct ones the certificates left.", 99), "",
+           "| table | row | space | run | Acc | CF | EX (enumerated) | HF |", "|" + "---|" * 8]
+  for cell in (c for c in selected if c.table in WALL_TIME_TABLES):
+    found = sources(cell)
+    if found:
+      lines.append(f"| {cell.table} | {cell.row} | `{cell.column}` | "
+                   f"{cell.evaluations[0].run.name} | " + " | ".join(
+          _seconds(found[m][1] if m in found else None) for m in ("acc", "cf", "ex", "hf"))
+                   + " |")
+  return "\n".join(lines) + "\n"
+
+
 def figures(all_cells: list[Cell]) -> list[Path]:
   """The δ figure, the ARC-A3T δ figures and every kept run's learning curves, from the JSON."""
   import plots  # noqa: PLC0415  (matplotlib only for the figures)
@@ -340,7 +371,8 @@ def write_readme(selected: list[Cell], runs_dir: Path, figure_paths: list[Path] 
   note = textwrap.fill(INTERVALS_NOTE.format(none_yet=none_yet), 99)
   block = (f"{GENERATED_BEGIN}\n{note}\n\n"
            f"{tables(selected, runs_dir, intervals=True)}\n"
-           f"{paired_markdown(paired(selected))}\n{figure_list(list(figure_paths))}"
+           f"{paired_markdown(paired(selected))}\n{wall_times_markdown(selected)}\n"
+           f"{figure_list(list(figure_paths))}"
            f"{GENERATED_END}")
   if GENERATED_BEGIN in text and GENERATED_END in text:
     head, rest = text.split(GENERATED_BEGIN, 1)

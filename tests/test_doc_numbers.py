@@ -258,3 +258,23 @@ def test_paired_table_matches_mcnemar_on_the_committed_per_example_tables():
                                    stats.format_p(result["p_value"])), (table, against, metric)
     tested += 1
   assert tested >= 1 and len(rows) > tested  # some pairs tested, the rest said missing
+
+
+def test_wall_times_are_the_seconds_the_results_files_record():
+  """results/README.md's "Evaluation wall times": each cell is the ``seconds`` (and EX's
+  ``enumerated``) of a committed results file of the row's run and space (issue 45: a hand-written
+  paragraph of them had gone stale)."""
+  section = _generated().split("### Evaluation wall times", 1)[1]
+  rows = _table_rows(section, "| table | row | space | run |")
+  assert len(rows) > 40
+  for table, row, column, run, *cells in rows:
+    records = list(_records(run, _where(table, row, column.strip("`"))))
+    for metric, cell in zip(("acc", "cf", "ex", "hf"), cells):
+      if cell == "–":
+        assert not any(metric in r["metrics"] for r in records), (run, row, metric)
+        continue
+      found = [r["metrics"][metric] for r in records if metric in r["metrics"]]
+      written = [f"{m['seconds']:,.1f} s" + (f" ({m['enumerated']:,})" if "enumerated" in m
+                                              else "") for m in found]
+      assert cell in written, (table, row, column, metric, cell, written)
+
