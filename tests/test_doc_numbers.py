@@ -278,3 +278,62 @@ def test_wall_times_are_the_seconds_the_results_files_record():
                                               else "") for m in found]
       assert cell in written, (table, row, column, metric, cell, written)
 
+
+# results/README.md's "How they were made": what each entry says of the training of its run(s),
+# against their summary.json (issue 45: two entries described runs retrained since).
+
+_TRAINING_FACTS = (
+    # (pattern, the summary's numbers it states), "after epoch N" counting as "best epoch" does
+    (r"early stopped after epoch (\d+), best epoch (\d+)",
+     lambda s: (s["epochs_trained"] - 1, s["best"]["epoch"])),
+    (r"\b(\d+) epochs, best epoch (\d+)", lambda s: (s["epochs_trained"], s["best"]["epoch"])),
+    (r"\b([\d,]+) s of training", lambda s: (round(s["train_seconds"]),)),
+    (r"best epoch \d+; ([\d,]+) s\b", lambda s: (round(s["train_seconds"]),)),
+)
+
+
+def _made_entries():
+  """(comment text, commands) of each entry of the "How they were made" block."""
+  text = (RESULTS / "README.md").read_text().split("## How they were made", 1)[1]
+  block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+  entries, comment, commands = [], [], []
+  for line in block.splitlines():
+    if line.startswith("#"):
+      if commands:
+        entries.append((" ".join(comment), commands))
+        comment, commands = [], []
+      comment.append(line.lstrip("# "))
+    elif line.strip():
+      commands.append(line)
+  return entries + [(" ".join(comment), commands)]
+
+
+def _trained_runs(commands, cells):
+  """The kept runs (their summary.json) that an entry's commands train or evaluate."""
+  from tests.helpers.experiment_scripts import load_script  # noqa: PLC0415
+  runs = load_script("runs")
+  names = set()
+  for command in commands:
+    for pattern in re.findall(r"--only '?([^' ]+)'?", command):
+      names |= {e.run.name for c in runs.select(cells, pattern) for e in c.evaluations}
+    names |= {pathlib.Path(p).name for p in re.findall(r"--workdir (\S+)", command)}
+  return {n: json.loads((RESULTS / n / "summary.json").read_text()) for n in names
+          if (RESULTS / n / "summary.json").exists()}
+
+
+def test_how_they_were_made_describes_the_committed_runs():
+  from tests.helpers.experiment_scripts import load_script  # noqa: PLC0415
+  cells = load_script("reproduce").cells()
+  checked = 0
+  for comment, commands in _made_entries():
+    facts = [(pattern, tuple(int(g.replace(",", "")) for g in match.groups()), of)
+             for pattern, of in _TRAINING_FACTS for match in re.finditer(pattern, comment)]
+    if not facts:
+      continue
+    summaries = _trained_runs(commands, cells)
+    assert summaries, f"no committed run for: {comment[:80]}"
+    for pattern, stated, of in facts:
+      assert stated in {of(s) for s in summaries.values()}, (
+          comment[:80], pattern, stated, {n: of(s) for n, s in summaries.items()})
+      checked += 1
+  assert checked > 40
