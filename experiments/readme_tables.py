@@ -36,8 +36,10 @@ INTERVALS_NOTE = (
     "about ±2 points at n = 1,821, ±9 on 100 sentences); the paper's numbers, whose counts are "
     "not published, have none. Each row is one training run (seed 0); where runs of seeds 1 and 2 "
     "are kept too (`<run>_seed1`, `<run>_seed2`), a row below it gives the mean ± sd (sample sd) "
-    "over the seeds done{none_yet}. The last table tests ARC against each baseline on the same "
-    "examples.")
+    "over the seeds done{none_yet}. An EX marked (verifier) is the complete verifier's exact "
+    "robust accuracy, not enumeration: EX itself when it leaves no example unknown (δ = 3, "
+    "where enumeration is not run). The paired table tests ARC against each baseline on the "
+    "same examples.")
 """The line above the generated tables; ``{none_yet}`` says when no cell has two seeds yet."""
 
 
@@ -55,6 +57,13 @@ def _rate(metric: str, ours: dict[str, float], found: dict) -> str:
   """A rate of :func:`measured` (``ours``), with its interval where :func:`sources` (``found``)
   has its counts."""
   return _fmt_interval(found[metric][1]) if metric in found else _fmt(ours.get(metric))
+
+
+def ex_from_verifier(cell: Cell, ours: dict[str, float]) -> bool:
+  """Whether the EX of :func:`measured` (``ours``) is the complete verifier's ``exact``: a cell
+  ``ex_by_verifier`` that enumerates nothing."""
+  return (cell.ex_by_verifier and "ex" in ours
+          and not any("ex" in e.metrics for e in cell.evaluations))
 
 
 def _fmt_mean_sd(value: tuple[float, float] | None) -> str:
@@ -177,7 +186,9 @@ def tables(selected: list[Cell], runs_dir: Path, intervals: bool = False) -> str
       paper_values = " / ".join(_fmt(cell.paper.get(m)) for m in METRICS) if cell.paper else "–"
       run = cell.evaluations[0].run
       lines.append(f"| {cell.row} | `{cell.column}` | {run.name}{_model_size(run)} | "
-                   + " | ".join(_rate(m, ours, found) for m in METRICS)
+                   + " | ".join(_rate(m, ours, found)
+                                + (" (verifier)" if m == "ex" and ex_from_verifier(cell, ours)
+                                   else "") for m in METRICS)
                    + (f" | {_rate('exact', ours, found)} (≤ {_fmt(ours.get('exact_upper'))})"
                       if exact else "")
                    + f" | {paper_values} | {_gaps(ours, cell.paper)} | {_short(state)} |")

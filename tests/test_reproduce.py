@@ -124,6 +124,7 @@ def test_ex_comes_from_the_verifier_only_without_unknowns(tmp_path, monkeypatch)
   exact["metrics"]["exact"].update(unknowns=0, counterexamples=3)
   path.write_text(json.dumps(exact))
   assert reproduce.measured(cell)["ex"] == reproduce.measured(cell)["exact"] == 70.0
+  assert "| 70.0 (verifier) |" in reproduce.tables([cell], tmp_path / "runs")  # and says so
   other = next(c for c in reproduce.cells() if c.id == "δ_figure/arc_lstm_ins_2_sub_2/δ_4")
   assert not other.ex_by_verifier
 
