@@ -219,14 +219,22 @@ def _protocol(cell: Cell) -> tuple:
   return space_key(evaluation.space), evaluation.max_candidates, evaluation.first
 
 
+ACROSS_ARCHITECTURES = ("Table 4",)
+"""Tables whose rows compare ARC with a baseline of another architecture (the paper's Table 4: the
+ARC LSTM against A3T on a CNN), so their pairs cross architectures."""
+
+
 def paired_cells(all_cells: list[Cell]) -> list[tuple[Cell, Cell]]:
   """(ARC cell, baseline cell) for every other row of the same table, column and architecture
-  evaluated the same way (space, lexicon, examples): the one-candidate rows of Table 3 are on a
-  smaller space than ARC's and are not paired."""
+  (any architecture in :data:`ACROSS_ARCHITECTURES`) evaluated the same way (space, lexicon,
+  examples): the one-candidate rows of Table 3 are on a smaller space than ARC's and are not
+  paired."""
   order = list(dict.fromkeys(c.table for c in all_cells))
+  same_kind = lambda arc, other: (arc.table in ACROSS_ARCHITECTURES  # noqa: E731
+                                  or _arch(other.row) == _arch(arc.row))
   pairs = [(arc, other) for arc in all_cells if _is_arc(arc.row) for other in all_cells
            if other.table == arc.table and other.column == arc.column and not _is_arc(other.row)
-           and _arch(other.row) == _arch(arc.row) and _protocol(other) == _protocol(arc)]
+           and same_kind(arc, other) and _protocol(other) == _protocol(arc)]
   return sorted(pairs, key=lambda pair: order.index(pair[0].table))  # stable: cells' order
 
 

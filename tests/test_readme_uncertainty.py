@@ -119,3 +119,20 @@ def test_paired_table_tests_arc_against_each_baseline_or_says_what_is_missing(tm
           "LSTM Normal | `normal_lstm/eval/test_Del2Sub2.json` | 6 | 1 | 0.125 |") in table
   assert ("| LSTM Data Aug. | `augment_lstm_del2sub2/eval/test_Del2Sub2.json` | no per-example "
           "table (the other's) | – | – |") in table
+
+
+def test_table_4_pairs_the_arc_lstm_with_a3t_on_the_papers_cnn(tmp_path, monkeypatch):
+  """Table 4 compares across architectures as the paper does (ARC LSTM against the A3T CNN);
+  the other tables pair within one architecture only."""
+  monkeypatch.setattr(reproduce.runs, "RESULTS", tmp_path)
+  arc_ex = [1, 1, 1, 1, 1, 1, 1, 0, 1, 0]
+  cnn_ex = [1, 0, 0, 0, 1, 1, 1, 0, 1, 0]
+  _write_run(tmp_path, "arc_lstm_del2sub2", {"acc": 9, "cf": 7, "ex": 8, "hf": 8},
+             outcomes={"cf": arc_ex, "ex": arc_ex})
+  _write_run(tmp_path, "a3t_cnn_del2sub2", {"acc": 9, "cf": 1, "ex": 5, "hf": 6},
+             outcomes={"cf": [0] * 10, "ex": cnn_ex})
+  cells = [c for c in reproduce.cells() if c.column == SPACE]
+  against = {(t["table"], t["other"].row, t["metric"]): t for t in readme_tables.paired(cells)}
+  ex = against["Table 4", "A3T (HotFlip) CNN", "ex"]
+  assert (ex["only_first"], ex["only_second"]) == (3, 0)
+  assert not any(row == "A3T (HotFlip) CNN" for table, row, _ in against if table != "Table 4")
