@@ -27,7 +27,8 @@ RESULTS = ROOT / "results"
 UNFINISHED = RESULTS / "unfinished"
 """``<run>.tar.gz``: interrupted run directories committed with the repository (``--stash``), so
 that another machine resumes them; unpacked into ``--runs-dir`` when the run is trained next and
-deleted once it is exported."""
+deleted once it is exported. A stash holds the run directory with its newest checkpoint only
+(:func:`pack_run`); stashes packed before that hold every checkpoint, and unpack the same way."""
 PYTHON = sys.executable
 
 
@@ -160,6 +161,35 @@ def _stash(run: Run) -> Path:
   return UNFINISHED / f"{run.name}.tar.gz"
 
 
+def newest_checkpoint(run_dir: Path) -> Path | None:
+  """The newest complete checkpoint in ``run_dir/checkpoints/``, or None. Orbax writes a step
+  into a temporary folder and renames it to the bare step number once it is complete."""
+  steps = [p for p in (run_dir / "checkpoints").glob("*") if p.name.isdigit()]
+  return max(steps, key=lambda p: int(p.name), default=None)
+
+
+def pack_run(run_dir: Path, archive: Path) -> None:
+  """Writes ``run_dir`` to the tarball ``archive`` (top folder: the run's name) with what
+  resuming it reads, and nothing more: every file and folder but ``checkpoints/``, of which only
+  the newest complete checkpoint.
+
+  The run keeps two checkpoints so that a damaged newest one (a file cut short by a crash) falls
+  back to the one before; a stopped run's newest one is whole, and the older one would double
+  the archive (a Tree-LSTM's trained word vectors and their Adagrad sums are ~40 MB a
+  checkpoint). Inside a checkpoint nothing is rebuilt from the data: frozen word vectors are
+  not parameters, so neither they nor optimiser state for them are saved. ``best/`` (one
+  checkpoint) is what the finished run is tested and exported from; ``tensorboard/`` is not
+  read to resume, but it is a few kB and keeps the run's curves whole on the next machine.
+  """
+  with tarfile.open(archive, "w:gz") as tar:
+    for path in sorted(run_dir.iterdir()):
+      if path.name != "checkpoints":
+        tar.add(path, arcname=f"{run_dir.name}/{path.name}")
+    checkpoint = newest_checkpoint(run_dir)
+    if checkpoint is not None:
+      tar.add(checkpoint, arcname=f"{run_dir.name}/checkpoints/{checkpoint.name}")
+
+
 def stash_unfinished(selected: list[Cell], runs_dir: Path) -> list[str]:
   """Packs each selected run that ``runs_dir`` holds unfinished (a config, no summary) into
   ``results/unfinished/<run>.tar.gz``; a run still training is left alone."""
@@ -173,8 +203,7 @@ def stash_unfinished(selected: list[Cell], runs_dir: Path) -> list[str]:
       done.append(f"left {run.name}: it is training (stop it first; SIGTERM saves a checkpoint)")
       continue
     UNFINISHED.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(_stash(run), "w:gz") as tar:
-      tar.add(run_dir, arcname=run.name)
+    pack_run(run_dir, _stash(run))
     done.append(f"stashed {run_dir} in {_stash(run).relative_to(ROOT)} "
                 f"({_stash(run).stat().st_size / 2**20:.1f} MB)")
   return done
