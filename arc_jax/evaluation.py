@@ -203,7 +203,7 @@ def evaluate_run(workdir, *, space: str | None = None, split: str = "test",
     mesh: the data mesh; default all devices.
     exact_max_nodes: sub-spaces the ``exact`` search may certify per example before it
       reports the example unknown.
-    exact_window_rule: where the ``exact`` search splits (:data:`arc_jax.verify.WINDOW_RULES`;
+    exact_window_rule: where the ``exact`` search splits (:data:`arc_jax.verify.verifier.WINDOW_RULES`;
       recorded in the results as ``window_rule``).
     resume: ``ex`` and ``exact`` write each example to ``<results file>`` +
       :data:`PROGRESS_FILES` (next to :func:`results_path`) as soon as it is decided, and an

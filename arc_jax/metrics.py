@@ -57,7 +57,7 @@ class Context:
     exhaustive_batch_size: rows per predictor call in ``ex``.
     exact_max_nodes: sub-spaces ``exact`` may certify per example before it gives up.
     exact_window_rule: where ``exact`` splits an uncertified sub-space
-      (:data:`arc_jax.verify.WINDOW_RULES`).
+      (:data:`arc_jax.verify.verifier.WINDOW_RULES`).
     progress: progress bars.
     journals: metric name → where that metric (``ex``, ``exact``) keeps the examples it has
       decided, and resumes from (:mod:`arc_jax.attacks.journal`); a metric without one keeps
