@@ -150,6 +150,24 @@ def test_against_original_table_matches_its_json():
         summary["certified_only_original"]], row
 
 
+def test_results_readme_cites_the_original_dp_on_the_normal_lstm():
+  """results/README.md's explanation of the baselines' higher CF quotes the against-original
+  measurement on the Normal LSTM; its counts and rates are those of the committed JSON."""
+  text = " ".join((RESULTS / "README.md").read_text().split())
+  found = re.search(r"the original's DP certifies (\d+) of ([\d,]+) test sentences \((\d+\.\d)%, "
+                    r"near the paper's [\d.]+\) and ours (\d+) \((\d+\.\d)%\), every one of the "
+                    r"(\d+) among them", text)
+  assert found, "the bullet 'CF Acc of the baselines is higher' lost its measurement"
+  summary = json.loads((RESULTS / "benchmarks" / "against_original_normal_lstm_del2sub2.json")
+                       .read_text())["summary"]
+  n = summary["compared"]
+  assert (int(found[1]), int(found[2].replace(",", "")), int(found[4]), int(found[6])) == (
+      summary["certified_original"], n, summary["certified_arc_jax"], summary["certified_both"])
+  assert summary["certified_only_original"] == 0
+  assert (float(found[3]), float(found[5])) == (round(100 * summary["certified_original"] / n, 1),
+                                                round(100 * summary["certified_arc_jax"] / n, 1))
+
+
 # results/README.md's generated tables: every rate with its Wilson interval, the paired McNemar
 # table; both recomputed here from the committed files with arc_jax.stats alone.
 
