@@ -61,7 +61,8 @@ def reevaluate(path: pathlib.Path) -> dict:
                        metrics=list(metrics), shortcut=shortcut,
                        checkpoint=committed["checkpoint"]["which"],
                        synonyms=committed["synonyms"], max_candidates=committed["max_candidates"],
-                       first=committed["first"], progress=False, **options)
+                       # files from before subsets were recorded hold the whole split
+                       first=committed.get("first"), progress=False, **options)
   seconds = round(time.perf_counter() - tic, 1)
   differences = {name: (metric["count"], fresh["metrics"][name]["count"])
                  for name, metric in metrics.items()

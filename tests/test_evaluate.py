@@ -121,6 +121,14 @@ def test_train_one_epoch_then_evaluate_acc_cf_ex_hf(tmp_path, monkeypatch):
   assert partial["metrics"]["hf"]["count"] == metrics["hf"]["count"]
   assert json.loads((run / "eval" / "test_Del2Sub2.json").read_text()) == {
       **results, "per_example_file": "test_Del2Sub2.examples.tsv.gz"}
+  # experiments/per_example.py gives a file written before tables (and before subsets were
+  # recorded: no "first") the table its evaluation makes today.
+  legacy = run / "eval" / "legacy_hf.json"
+  legacy.write_text(json.dumps({k: v for k, v in partial.items()
+                                if k not in ("per_example_file", "first")}))
+  assert load_script("per_example").main([str(legacy)]) == 0
+  assert json.loads(legacy.read_text())["per_example_file"] == "legacy_hf.examples.tsv.gz"
+  assert per_example.read(legacy) == per_example.read(run / "eval" / "test_Del2Sub2_hf.json")
   # The complete verifier agrees with enumeration (evaluate checks it per example), on the
   # first 16 sentences: each sub-space shape it certifies is one more compilation, and
   # tests/verify covers the verifier itself.
