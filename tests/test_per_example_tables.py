@@ -1,11 +1,9 @@
 """Every committed per-example table agrees with the counts of the results file that names it."""
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
+import numpy as np
 import pytest
 
 from arc_jax import per_example
@@ -33,33 +31,29 @@ def test_table_matches_its_results(path):
     assert all((m > 0) == bool(c) for m, c in zip(table["cf_margin"], table["cf"]))
 
 
-REEVALUATE = """if True:
-    import json, sys
-    from arc_jax.evaluation import evaluate_run
-    run, space, first = sys.argv[1:]
-    results = evaluate_run(run, space=space, first=int(first), metrics=["acc", "cf"],
-                           progress=False)
-    print(json.dumps({"checkpoint": results["checkpoint"], "table": results["per_example"]}))"""
+MARGIN_RTOL, MARGIN_ATOL = 1e-5, 1e-4
+"""How far a re-evaluation's float32 margins may sit from the committed ones. The tables were made
+on one CPU; another's matmul kernels and vector code round differently, and so does the suite's
+optimisation level (tests/conftest.py): measured up to 1.6e-5 on an AVX-512 AMD EPYC against the
+committed tables of both runs below, every prediction and outcome the same."""
 
 
 @pytest.mark.parametrize("run", ["arc_lstm_sub3", "normal_lstm"])
-def test_kept_model_reevaluated_gives_its_table_bit_for_bit(run):
+def test_kept_model_reevaluated_gives_its_table(run):
   """A kept model evaluated again (today's code, its config read through the migration of the
-  flat layout) gives every margin, prediction and outcome of its committed table exactly.
-
-  In a process of its own with XLA's default optimisation level, as the table was made:
-  tests/conftest.py lowers it for compile time, which moves float32 margins by an ulp or so."""
+  flat layout) gives every prediction and outcome of its committed table exactly, and its
+  margins to float32 rounding (:data:`MARGIN_ATOL`)."""
+  from arc_jax.evaluation import evaluate_run  # pylint: disable=import-outside-toplevel
   path = RESULTS / run / "eval" / "test_first100_Sub3_acc_cf.json"
   committed = json.loads(path.read_text())
-  env = dict(os.environ)
-  flags = [f for f in env.pop("XLA_FLAGS", "").split()
-           if f != "--xla_backend_optimization_level=0"]
-  if flags:
-    env["XLA_FLAGS"] = " ".join(flags)
-  done = subprocess.run([sys.executable, "-c", REEVALUATE, str(RESULTS / run),
-                         committed["space"], str(committed["first"])], capture_output=True,
-                        text=True, env=env, cwd=RESULTS.parent)
-  assert done.returncode == 0, done.stderr[-3000:]
-  again = json.loads(done.stdout.splitlines()[-1])
+  again = evaluate_run(RESULTS / run, space=committed["space"], first=committed["first"],
+                       metrics=["acc", "cf"], progress=False)
   assert again["checkpoint"] == committed["checkpoint"]
-  assert again["table"] == per_example.read(path)
+  fresh, table = again["per_example"], per_example.read(path)
+  assert fresh.keys() == table.keys()
+  for name, column in table.items():
+    if name.endswith("_margin"):
+      np.testing.assert_allclose(fresh[name], column, rtol=MARGIN_RTOL, atol=MARGIN_ATOL,
+                                 err_msg=name)
+    else:
+      assert fresh[name] == column, name
