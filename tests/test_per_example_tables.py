@@ -22,7 +22,8 @@ def test_table_matches_its_results(path):
   results = json.loads(path.read_text())
   table = per_example.read(path)
   assert table["id"] == list(range(results["examples"]))
-  assert max(table["space_size"]) == results["space_size"]["max"]
+  if "space_size" in results:  # files from before it was recorded have the table's only
+    assert max(table["space_size"]) == results["space_size"]["max"]
   for name, metric in results["metrics"].items():
     assert len(table[name]) == metric["total"] and sum(table[name]) == metric["count"], name
   if "acc" in table:
