@@ -32,6 +32,7 @@ from arc_jax.certify.certificate import Certificate, CertifyResult
 from arc_jax.domain import Domain
 from arc_jax.perturbation.spaces import Space
 from arc_jax.perturbation.split import SplitSpace
+from arc_jax.xla_options import COMPILER_OPTIONS
 
 
 @functools.singledispatch
@@ -79,7 +80,8 @@ others (the tree DP's ``budgets``) are traced. Fixed when :data:`certify_jit` is
 with a new static option adds its name here."""
 
 certify_jit = jax.jit(_certify_state, static_argnums=(0, 1),
-                      static_argnames=("domain",) + STATIC_OPTIONS)
+                      static_argnames=("domain",) + STATIC_OPTIONS,
+                      compiler_options=COMPILER_OPTIONS)
 """``certify_jit(graphdef, signature, state, batch, labels, eps=1.0, dropout_key=None, *,
 domain=interval.SOUND, **options)``: the jitted :func:`certify_model`, cached across calls by
 (graphdef, space signature, domain, static options, array shapes)."""

@@ -44,6 +44,7 @@ from arc_jax.perturbation.plans import Plan, PlanBuilder, reachable_signature, r
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES
 from arc_jax.perturbation.spaces import Signature, Space
 from arc_jax.perturbation.split import Member, SplitSpace
+from arc_jax.xla_options import COMPILER_OPTIONS
 
 
 def free_windows_only(plan: Plan, space: Space | Signature, members: Sequence[Member]) -> Plan:
@@ -138,7 +139,7 @@ def _certify_intervals_state(graphdef, signature, state, plan, labels, eps=1.0, 
 
 JITTED = {"dp": certify_jit,
           "interval": jax.jit(_certify_intervals_state, static_argnums=(0, 1),
-                              static_argnames="domain")}
+                              static_argnames="domain", compiler_options=COMPILER_OPTIONS)}
 """The jitted :data:`ABSTRACTIONS`: ``jitted(graphdef, signature, state, plan, labels, eps=1.0,
 dropout_key=None, *, domain)``, cached by (graphdef, signature, domain, array shapes); the DP's
 is :data:`arc_jax.certify.certify_jit`, so certify_split and certify share its programs."""
