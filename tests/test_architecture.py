@@ -21,9 +21,9 @@ import arc_jax
 PACKAGE_ROOT = pathlib.Path(arc_jax.__file__).parent
 
 LAYERS = (
-    {"padding", "parallel", "_lazy", "_callable", "stats", "per_example", "settings"},  # shape
-    # buckets, padding, devices; lazy packages; rates' intervals and tests, per-example tables,
-    # extensions' settings blocks (pure Python)
+    {"padding", "parallel", "_lazy", "_callable", "stats", "per_example", "settings",
+     "xla_options"},  # shape buckets, padding, devices; lazy packages; rates' intervals and
+    # tests, per-example tables, extensions' settings blocks (pure Python); compiler options
     {"interval", "linear_step", "domain", "domains", "data"},  # domains, their protocol, their
     # registry by name; data
     {"perturbation"},  # spaces over strings and trees, and their plans
