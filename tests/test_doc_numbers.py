@@ -359,3 +359,18 @@ def test_how_they_were_made_describes_the_committed_runs():
           comment[:80], pattern, stated, {n: of(s) for n, s in summaries.items()})
       checked += 1
   assert checked > 40
+
+
+def test_results_readme_tree_arc_against_hotflip_quotes_the_paired_test():
+  """The Tree-LSTM section's paired comparison of ARC with HotFlip training under EX is the one the
+  two committed per-example tables give."""
+  text = " ".join((RESULTS / "README.md").read_text().split())
+  found = re.search(r"On the same ([\d,]+) trees \(the paired table above\) (\d+) are EX-robust only "
+                    r"under ARC and (\d+) only under HotFlip training, McNemar p = ([\d.e-]+)", text)
+  assert found, "the Tree-LSTM section lost its paired comparison of ARC and HotFlip"
+  tables = [per_example.read(RESULTS / run / "eval" / "test_Del2Sub2_acc_cf_ex.json")["ex"]
+            for run in ("arc_tree_del2sub2", "hotflip_tree_del2sub2")]
+  test = stats.mcnemar(*(list(map(bool, t)) for t in tables))
+  assert int(found[1].replace(",", "")) == len(tables[0])
+  assert (int(found[2]), int(found[3])) == (test["only_first"], test["only_second"])
+  assert float(found[4]) == float(f"{test['p_value']:.3g}")
