@@ -19,18 +19,12 @@ from arc_jax import metrics as metric_registry
 from arc_jax import per_example
 from arc_jax.attacks import Journal
 from arc_jax.certify import certify
-from arc_jax.data import paths
+from tests.helpers.real_data import requires_data
 from arc_jax.evaluation import (EvaluationError, _check, evaluate_run, load_experiment,
                                 results_path)
 from arc_jax.metrics import summarize_space_sizes
 from arc_jax.train import ConfigError, RunExistsError, train_and_evaluate
 
-try:
-  paths.find_data_file("sst2/train.tsv.gz")
-  MISSING_DATA = None
-except paths.DataFileNotFoundError as missing:
-  MISSING_DATA = f"real data not found: {missing}"
-requires_data = pytest.mark.skipif(MISSING_DATA is not None, reason=str(MISSING_DATA))
 
 def smoke_config():
   config = load_script("configs/arc").get_config()

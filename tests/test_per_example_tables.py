@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from arc_jax import per_example
+from tests.helpers.real_data import requires_data
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "results"
 WITH_TABLES = sorted(p for p in RESULTS.glob("*/eval/*.json")
@@ -39,6 +40,7 @@ optimisation level (tests/conftest.py): measured up to 1.6e-5 on an AVX-512 AMD 
 committed tables of both runs below, every prediction and outcome the same."""
 
 
+@requires_data
 @pytest.mark.parametrize("run", ["arc_lstm_sub3", "normal_lstm"])
 def test_kept_model_reevaluated_gives_its_table(run):
   """A kept model evaluated again (today's code, its config read through the migration of the

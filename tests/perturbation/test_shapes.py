@@ -9,18 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arc_jax.configs import sst2_row_config
-from arc_jax.data import paths
 from arc_jax.perturbation import (PlanBuilder, ShapeMenu, fit_shape_menu, parse_space,
                                   reachable_signature)
 from arc_jax.perturbation.shapes import MAX_DP_SHAPES, work
 from arc_jax.train.experiment import build_experiment
+from tests.helpers.real_data import requires_data
 from tests.helpers.reference_spaces import ALPHABET, lexicons, sentences
 
-try:
-  paths.find_data_file("sst2/train.tsv.gz")
-  MISSING_DATA = None
-except paths.DataFileNotFoundError as missing:
-  MISSING_DATA = f"real data not found: {missing}"
 
 VOCAB = {w: i + 1 for i, w in enumerate(ALPHABET)}
 REVIEW = "[(Trans1,1),(Trans2,1),(Trans3,1),(Trans4,1),(Sub,2)]"
@@ -106,7 +101,7 @@ def test_builder_plans_on_their_entry(sents, synonyms, max_shapes):
     assert builder.shape_menu is menu
 
 
-@pytest.mark.skipif(MISSING_DATA is not None, reason=str(MISSING_DATA))
+@requires_data
 def test_review_epoch_within_the_bound():
   """SST-2 under S_review (ARC LSTM, Table 3): every certified batch of a training epoch, dev and
   test runs on one of at most MAX_DP_SHAPES shapes (each one compilation of the training step or

@@ -18,6 +18,7 @@ import arc_jax
 from arc_jax.certify import certify
 from arc_jax.data import ExperimentData, from_nested, paths
 from arc_jax.train.experiment import data_fingerprint
+from tests.helpers.real_data import requires_data
 from arc_jax.train.export import (MODEL_DIR, STORE_DIR, ExportError, keep_data, load_kept_data,
                                   save_model)
 
@@ -262,14 +263,9 @@ def test_no_committed_config_holds_a_path():
   assert not [p for p in configs if "data_dir" in json.loads(p.read_text())]
 
 
-try:
-  paths.find_data_file("sst2/train.tsv.gz")
-  MISSING_DATA = None
-except paths.DataFileNotFoundError as missing:
-  MISSING_DATA = f"real data not found: {missing}"
 
 
-@pytest.mark.skipif(MISSING_DATA is not None, reason=str(MISSING_DATA))
+@requires_data
 def test_an_exported_run_travels(tmp_path, monkeypatch):
   """experiments/export.py on a freshly trained run: portable config, model card, data in the
   store beside the destination; the export then loads and certifies with no data."""
